@@ -1,0 +1,201 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lease is a lock held in Redis. Release it when the critical section ends,
+// typically with defer. Its methods are safe for concurrent use.
+type Lease struct {
+	locker *Locker
+	name   string
+	key    string
+	token  string
+	fence  int64
+
+	releaseOnce sync.Once
+	releaseErr  error
+
+	mu         sync.Mutex
+	ttl        time.Duration
+	validUntil time.Time // conservative: measured from before the command was sent
+	released   bool
+	lost       bool
+	done       chan struct{} // made on the first call of Done
+	doneClosed bool
+	expiry     *time.Timer // closes done when validUntil passes
+	values     map[any]any
+}
+
+// newLease builds the lease of a lock that the command sent at sent acquired.
+func newLease(l *Locker, req *Request, token string, sent time.Time) *Lease {
+	return &Lease{
+		locker:     l,
+		name:       req.Name,
+		key:        req.Key,
+		token:      token,
+		ttl:        req.TTL,
+		validUntil: sent.Add(req.TTL),
+	}
+}
+
+// Name returns the lock name given to Acquire.
+func (l *Lease) Name() string { return l.name }
+
+// Key returns the Redis key that holds the lock.
+func (l *Lease) Key() string { return l.key }
+
+// Token returns the lease's random value stored under Key: 128 bits or more
+// from crypto/rand, unique to this lease. Release and Extend act only while the
+// key still holds it.
+func (l *Lease) Token() string { return l.token }
+
+// Fence returns the lease's fencing token, strictly increasing per name, or 0
+// where fencing is off.
+func (l *Lease) Fence() int64 { return l.fence }
+
+// TTL returns the lifetime the lock was last given in Redis (at acquire or
+// Extend).
+func (l *Lease) TTL() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
+}
+
+// ValidUntil returns when the lock expires in Redis at the latest unless
+// extended: the TTL counted from the moment the acquiring command was sent.
+func (l *Lease) ValidUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// Done returns a channel that is closed once the lease is released or lost:
+// when Release is called, when Extend finds the lock gone, or when the TTL runs
+// out (ValidUntil passes) without an Extend. Adapters cancel the request's
+// context when it closes.
+func (l *Lease) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		l.done = make(chan struct{})
+		if l.released || l.lost {
+			l.closeDoneLocked()
+		} else {
+			l.expiry = time.AfterFunc(time.Until(l.validUntil), l.expire)
+		}
+	}
+	return l.done
+}
+
+// expire runs when validUntil passes, unless an Extend moved it meanwhile.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if left := time.Until(l.validUntil); left > 0 && !l.released && !l.lost {
+		l.expiry.Reset(left)
+		return
+	}
+	l.closeDoneLocked()
+}
+
+func (l *Lease) closeDoneLocked() {
+	if l.expiry != nil {
+		l.expiry.Stop()
+	}
+	if l.done != nil && !l.doneClosed {
+		close(l.done)
+		l.doneClosed = true
+	}
+}
+
+// Release deletes the lock if this lease still holds it, through the handler
+// chain. It never deletes a key that another holder has taken since: it
+// returns an error wrapping ErrNotHeld when the lock had expired, or
+// ErrStorage when Redis failed (the lock then expires on its TTL).
+//
+// Release works on a cancelled or expired context: it keeps ctx's values but
+// not its cancellation, and bounds the call with the Locker's I/O timeout, so
+// that `defer lease.Release(ctx)` in a handler whose request was abandoned
+// still frees the name. Release is idempotent: the chain runs once, and later
+// calls return the first call's result.
+func (l *Lease) Release(ctx context.Context) error {
+	if l == nil {
+		return fmt.Errorf("%w: release of a nil lease", ErrNotHeld)
+	}
+	l.releaseOnce.Do(func() {
+		defer func() {
+			l.mu.Lock()
+			l.released = true
+			l.closeDoneLocked()
+			l.mu.Unlock()
+		}()
+		l.releaseErr = l.locker.release(context.WithoutCancel(ctx), l)
+	})
+	return l.releaseErr
+}
+
+// Extend resets the lock's lifetime in Redis to ttl from now, if this lease
+// still holds it (compare-and-extend). It returns an error wrapping ErrNotHeld
+// when the lease was released or the lock had expired, in which case Done is
+// closed; ErrStorage when Redis failed; the context's error when ctx ended.
+// ttl is rounded up to whole milliseconds and must be at least 1 ms.
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	ttl, err := checkTTL(ttl, "Extend")
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	gone := l.released || l.lost
+	l.mu.Unlock()
+	if gone {
+		return fmt.Errorf("%w: extend %q: the lease was released or lost", ErrNotHeld, l.name)
+	}
+	ioCtx, cancel := context.WithTimeout(ctx, l.locker.cfg.ioTimeout)
+	defer cancel()
+	sent := time.Now()
+	ok, err := l.locker.store.extend(ioCtx, l.key, l.token, ttl)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		return l.locker.storageErr("extend", l.name, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !ok {
+		l.lost = true
+		l.closeDoneLocked()
+		return fmt.Errorf("%w: extend %q: the lock had expired", ErrNotHeld, l.name)
+	}
+	if !l.released {
+		l.ttl = ttl
+		l.validUntil = sent.Add(ttl)
+		if l.expiry != nil && !l.doneClosed {
+			l.expiry.Reset(time.Until(l.validUntil))
+		}
+	}
+	return nil
+}
+
+// SetValue attaches a value to the lease under key, for handlers that need
+// per-lease state between Acquire and Release (a local lock taken, a span
+// started). Use an unexported key type, as with context.WithValue.
+func (l *Lease) SetValue(key, value any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.values == nil {
+		l.values = make(map[any]any, 1)
+	}
+	l.values[key] = value
+}
+
+// Value returns the value attached under key with SetValue, or nil.
+func (l *Lease) Value(key any) any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.values[key]
+}

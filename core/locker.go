@@ -1,0 +1,188 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Locker acquires named locks in Redis. It is safe for concurrent use; build
+// one per process and share it.
+type Locker struct {
+	cfg     config
+	err     error
+	store   store
+	acquire AcquireFunc // the handler chain around spin
+	release ReleaseFunc // the handler chain around unlock
+}
+
+// New returns a Locker that keeps its locks in the Redis deployment behind
+// client: a *redis.Client, a Sentinel failover client or a *redis.ClusterClient.
+//
+// New does no I/O and never panics. Invalid options (a negative wait, a TTL
+// under 1 ms, a nil client...) are reported by Err and by every Acquire, as
+// errors wrapping ErrInvalidOption; check Err once at start-up.
+func New(client redis.UniversalClient, opts ...Option) *Locker {
+	cfg := defaultConfig()
+	for i, opt := range opts {
+		if opt == nil {
+			cfg.errs = append(cfg.errs, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i))
+			continue
+		}
+		opt(&cfg)
+	}
+	err := cfg.validate()
+	if client == nil {
+		err = errors.Join(fmt.Errorf("%w: New: the Redis client is nil", ErrInvalidOption), err)
+	}
+	if err == nil {
+		cfg.ttl, _ = checkTTL(cfg.ttl, "WithTTL")
+	}
+	l := &Locker{cfg: cfg, err: err, store: redisStore{client: client}}
+	l.acquire, l.release = chain(cfg.handlers, l.spin, l.unlock)
+	return l
+}
+
+// Err reports the configuration error of the Locker, nil if it is usable.
+func (l *Locker) Err() error {
+	return l.err
+}
+
+// Acquire takes the lock called name and returns its Lease, which the caller
+// must Release. While another holder keeps the name, Acquire retries after a
+// random sleep (WithSpin) until the wait budget runs out (WithWait, cut by the
+// context's deadline).
+//
+// Errors keep their kind:
+//   - ErrTimeout: the budget was spent while the name was held;
+//   - context.Canceled or context.DeadlineExceeded: ctx ended first;
+//   - ErrStorage: Redis could not be reached or failed (returned at once, not
+//     retried until the budget runs out);
+//   - ErrInvalidName, ErrInvalidOption: bad input; nothing was sent to Redis.
+//
+// The lock lives for the Locker's TTL, or for the one set on ctx with
+// ContextWithTTL.
+func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	key, err := l.Key(name)
+	if err != nil {
+		return nil, err
+	}
+	ttl := l.cfg.ttl
+	if v, ok := TTLFromContext(ctx); ok {
+		if ttl, err = checkTTL(v, "ContextWithTTL"); err != nil {
+			return nil, err
+		}
+	}
+	now := time.Now()
+	deadline := now.Add(l.cfg.wait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	req := &Request{Name: name, Key: key, TTL: ttl, Start: now, Deadline: deadline}
+	lease, err := l.acquire(ctx, req)
+	if err == nil && lease == nil {
+		err = errors.New("reqlock: a handler returned neither a lease nor an error")
+	}
+	return lease, err
+}
+
+// spin is the innermost acquire link: the seed's pull-mode loop.
+func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
+	token := rand.Text() // 128 bits or more from crypto/rand
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		req.Attempts++
+		sent := time.Now()
+		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
+		ok, err := l.store.tryAcquire(ioCtx, req.Key, token, req.TTL)
+		cancel()
+		if err != nil {
+			if mayHaveApplied(err) {
+				l.undo(ctx, req.Key, token)
+			}
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			return nil, l.storageErr("acquire", req.Name, err)
+		}
+		if ok {
+			return newLease(l, req, token, sent), nil
+		}
+		left := time.Until(req.Deadline)
+		if left <= 0 {
+			return nil, req.TimeoutErr(ctx)
+		}
+		sleep := min(l.sleep(), left)
+		if timer == nil {
+			timer = time.NewTimer(sleep)
+		} else {
+			timer.Reset(sleep)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// sleep draws a duration in [spinMin, spinMin+spinRandom).
+func (l *Locker) sleep() time.Duration {
+	d := l.cfg.spinMin
+	if l.cfg.spinRandom > 0 {
+		d += time.Duration(mrand.Int64N(int64(l.cfg.spinRandom)))
+	}
+	return d
+}
+
+// undo removes a key that a failed acquire may have set, if it holds token.
+func (l *Locker) undo(ctx context.Context, key, token string) {
+	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
+	defer cancel()
+	_, _ = l.store.release(ioCtx, key, token)
+}
+
+// unlock is the innermost release link: compare-and-delete.
+func (l *Locker) unlock(ctx context.Context, lease *Lease) error {
+	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
+	defer cancel()
+	ok, err := l.store.release(ioCtx, lease.key, lease.token)
+	if err != nil {
+		return l.storageErr("release", lease.name, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: release %q: the lock had expired", ErrNotHeld, lease.name)
+	}
+	return nil
+}
+
+// storageErr wraps a client error in ErrStorage. A context deadline that
+// fired inside the client is our I/O timeout, not the caller's: it is
+// reported as such and not wrapped, so that errors.Is(err,
+// context.DeadlineExceeded) stays false for storage errors.
+func (l *Locker) storageErr(op, name string, err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %s %q: no reply within the I/O timeout of %v", ErrStorage, op, name, l.cfg.ioTimeout)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w: %s %q: no reply within the I/O timeout of %v: %w", ErrStorage, op, name, l.cfg.ioTimeout, err)
+	}
+	return fmt.Errorf("%w: %s %q: %w", ErrStorage, op, name, err)
+}

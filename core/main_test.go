@@ -1,0 +1,95 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+// shared is the redis-server most tests use; each test locks names of its
+// own. Tests that stop or pause Redis start a server of their own.
+var shared *redistest.Server
+
+// redisAddr is the address the examples connect to.
+var redisAddr string
+
+// quiet drops go-redis's own log lines (dial retries while a test has Redis
+// stopped); the tests check the errors that reach the caller instead.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...interface{}) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	var err error
+	if shared, err = redistest.Launch(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	redisAddr = shared.Addr()
+	code := m.Run()
+	shared.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// counter is a go-redis hook that counts round trips (commands and
+// pipelines sent).
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// env is one client of a server with a round-trip counter, and a Locker on it.
+type env struct {
+	client *redis.Client
+	rt     *counter
+	locker *core.Locker
+}
+
+// newEnv builds a Locker on its own client of srv (shared when nil), as a
+// separate service instance would have.
+func newEnv(t testing.TB, srv *redistest.Server, opts ...core.Option) *env {
+	t.Helper()
+	if srv == nil {
+		srv = shared
+	}
+	c := srv.Client(t)
+	rt := &counter{}
+	c.AddHook(rt)
+	if err := c.Ping(context.Background()).Err(); err != nil { // dial now, so that rt counts lock commands only
+		t.Fatal(err)
+	}
+	rt.n.Store(0)
+	l := core.New(c, opts...)
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return &env{client: c, rt: rt, locker: l}
+}

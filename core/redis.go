@@ -1,0 +1,75 @@
+package core
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file is the Redis backend: the three commands a lock needs. Each is
+// one round trip (scripts run by EVALSHA, falling back to EVAL once per
+// server when the script is not cached yet).
+
+var (
+	//go:embed acquire.lua
+	acquireLua    string
+	acquireScript = redis.NewScript(acquireLua)
+
+	//go:embed release.lua
+	releaseLua    string
+	releaseScript = redis.NewScript(releaseLua)
+
+	//go:embed extend.lua
+	extendLua    string
+	extendScript = redis.NewScript(extendLua)
+)
+
+// store is what the lock loop needs from a backend. The methods report
+// whether the key is (still) ours; err is a raw client error.
+type store interface {
+	tryAcquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
+	release(ctx context.Context, key, token string) (bool, error)
+	extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
+}
+
+// redisStore is the backend on one Redis deployment: a standalone server, a
+// Sentinel-managed master or a Cluster, all behind redis.UniversalClient.
+type redisStore struct {
+	client redis.UniversalClient
+}
+
+// tryAcquire is the seed's addIfAbsent: SET key token NX PX ttl, in a script
+// that also recognises a key already set by an earlier transmission of the
+// same attempt (see acquire.lua).
+func (s redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	n, err := acquireScript.Run(ctx, s.client, []string{key}, token, ttl.Milliseconds()).Int64()
+	return n == 1, err
+}
+
+// release is the seed's compareAndDelete.
+func (s redisStore) release(ctx context.Context, key, token string) (bool, error) {
+	n, err := releaseScript.Run(ctx, s.client, []string{key}, token).Int64()
+	return n == 1, err
+}
+
+// extend resets the TTL of a key that still holds token.
+func (s redisStore) extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	n, err := extendScript.Run(ctx, s.client, []string{key}, token, ttl.Milliseconds()).Int64()
+	return n == 1, err
+}
+
+// mayHaveApplied reports whether a command that failed with err may still have
+// been executed by the server: everything but a failure to connect. An
+// acquire that fails this way is undone with a compare-and-delete, so that a
+// SET whose reply was lost does not keep the name locked for a whole TTL.
+func mayHaveApplied(err error) bool {
+	if errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) {
+		return false
+	}
+	var op *net.OpError
+	return !(errors.As(err, &op) && op.Op == "dial")
+}

@@ -1,0 +1,218 @@
+// Package redistest starts real redis-server processes on loopback for tests:
+// a random free port, no persistence, a private temporary directory, stopped
+// and removed when the test ends.
+//
+// Tests never use an in-process fake of Redis for the lock engine: the
+// commands, scripts, expiries and failures they observe are the server's own.
+// When redis-server is not installed the test fails with a message that says
+// how to install it (the README's test command does so).
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotInstalled is returned by Launch when redis-server is not in PATH.
+var ErrNotInstalled = errors.New("redistest: redis-server not found in PATH; install it (Debian/Ubuntu: apt-get install redis-server, macOS: brew install redis) or run ./scripts/test.sh, which does")
+
+// Server is one redis-server process listening on 127.0.0.1.
+type Server struct {
+	port int
+	dir  string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    *bytes.Buffer
+}
+
+// Start launches a redis-server for the test and stops it when the test ends.
+// It fails the test when the server cannot be started.
+func Start(tb testing.TB, args ...string) *Server {
+	tb.Helper()
+	s, err := Launch(args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Launch starts a redis-server with extra configuration args (as on its
+// command line, e.g. "--maxmemory", "10mb"). The caller must Close it. Use it
+// from TestMain, where there is no testing.TB; tests use Start.
+func Launch(args ...string) (*Server, error) {
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	s := &Server{dir: dir}
+	// A free port can be taken by someone else between our probe and the
+	// server's bind: try a few.
+	for try := 0; try < 5; try++ {
+		if s.port, err = freePort(); err != nil {
+			break
+		}
+		if err = s.run(path, args); err == nil {
+			return s, nil
+		}
+	}
+	os.RemoveAll(dir)
+	return nil, err
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redistest: no free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// run starts the process on s.port and waits until it answers PING.
+func (s *Server) run(path string, extra []string) error {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--daemonize", "no",
+		"--logfile", "",
+	}
+	args = append(args, extra...)
+	cmd := exec.Command(path, args...)
+	log := new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.mu.Lock()
+	s.cmd, s.exited, s.log = cmd, exited, log
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ping(s.Addr()) == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redistest: redis-server exited on port %d: %s", s.port, strings.TrimSpace(log.String()))
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("redistest: redis-server on port %d did not answer PING within 10s", s.port)
+		}
+	}
+}
+
+// ping sends PING over a raw connection, so that readiness checks leave no
+// client goroutines behind.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("redistest: unexpected reply to PING: %q", line)
+	}
+	return nil
+}
+
+// Addr returns the server's "127.0.0.1:port". It stays the same across Stop
+// and Restart.
+func (s *Server) Addr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// Options returns client options for the server with short timeouts suited
+// to tests and ContextTimeoutEnabled, so that context deadlines bound calls.
+func (s *Server) Options() *redis.Options {
+	return &redis.Options{
+		Addr:                  s.Addr(),
+		DialTimeout:           time.Second,
+		ReadTimeout:           2 * time.Second,
+		WriteTimeout:          2 * time.Second,
+		ContextTimeoutEnabled: true,
+	}
+}
+
+// Client returns a new client of the server, closed when the test ends.
+func (s *Server) Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	c := redis.NewClient(s.Options())
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Stop kills the server, as a crash would, keeping its port and directory for
+// Restart. Clients then get connection errors.
+func (s *Server) Stop() {
+	s.kill()
+}
+
+// Restart starts the server again on the same port (with an empty dataset, as
+// there is no persistence). It fails the test if the server does not come up.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	s.kill()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		tb.Fatal(ErrNotInstalled)
+	}
+	if err := s.run(path, nil); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (s *Server) kill() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+// Close stops the server and removes its directory.
+func (s *Server) Close() {
+	s.kill()
+	os.RemoveAll(s.dir)
+}
