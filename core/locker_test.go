@@ -60,9 +60,10 @@ func hammer(t *testing.T, envs []*env, name string, goroutines, rounds int) (ok,
 }
 
 func TestMutualExclusionAcrossLockers(t *testing.T) {
+	name := uniq(t)
 	opts := []core.Option{core.WithWait(20 * time.Second), core.WithSpin(time.Millisecond, 2*time.Millisecond)}
 	envs := []*env{newEnv(t, nil, opts...), newEnv(t, nil, opts...), newEnv(t, nil, opts...)}
-	ok, failed, o := hammer(t, envs, "order:"+t.Name(), 4, 25)
+	ok, failed, o := hammer(t, envs, "order:"+name, 4, 25)
 	if o.Overlaps() != 0 {
 		t.Fatalf("%d of %d critical sections overlapped", o.Overlaps(), o.Entries())
 	}
@@ -75,26 +76,28 @@ func TestMutualExclusionAcrossLockers(t *testing.T) {
 // fail when exclusion is broken: lockers with different prefixes lock
 // different keys for the same name.
 func TestOverlapDetectorCatchesBrokenLock(t *testing.T) {
+	name := uniq(t)
 	var envs []*env
 	for i := 0; i < 3; i++ {
 		envs = append(envs, newEnv(t, nil, core.WithPrefix(fmt.Sprintf("broken%d:", i)),
 			core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, time.Millisecond)))
 	}
-	_, _, o := hammer(t, envs, "order:"+t.Name(), 4, 25)
+	_, _, o := hammer(t, envs, "order:"+name, 4, 25)
 	if o.Overlaps() == 0 {
 		t.Fatalf("three independent locks ran %d critical sections without a single overlap: the detector is blind", o.Entries())
 	}
 }
 
 func TestDifferentNamesDoNotBlock(t *testing.T) {
+	name := uniq(t)
 	e := newEnv(t, nil, core.WithWait(0))
 	ctx := context.Background()
-	a, err := e.locker.Acquire(ctx, t.Name()+":a")
+	a, err := e.locker.Acquire(ctx, name+":a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Release(ctx)
-	b, err := e.locker.Acquire(ctx, t.Name()+":b")
+	b, err := e.locker.Acquire(ctx, name+":b")
 	if err != nil {
 		t.Fatalf("a second name was blocked by the first: %v", err)
 	}
@@ -111,9 +114,9 @@ func pttl(t *testing.T, e *env, key string) time.Duration {
 }
 
 func TestTTLAndPerRequestTTL(t *testing.T) {
+	name := uniq(t)
 	e := newEnv(t, nil, core.WithTTL(5*time.Second))
 	ctx := context.Background()
-	name := t.Name()
 
 	check := func(ctx context.Context, want time.Duration) {
 		t.Helper()
@@ -131,14 +134,15 @@ func TestTTLAndPerRequestTTL(t *testing.T) {
 	}
 	check(ctx, 5*time.Second)
 	check(core.ContextWithTTL(ctx, 30*time.Second), 30*time.Second)
-	check(ctx, 5*time.Second) // the override did not stick
-	check(core.ContextWithTTL(ctx, 1500*time.Microsecond), 2*time.Millisecond+0*time.Second)
+	check(ctx, 5*time.Second)                                                  // the override did not stick
+	check(core.ContextWithTTL(ctx, 1500*time.Microsecond), 2*time.Millisecond) // rounded up to whole ms
 }
 
 func TestInvalidPerRequestTTL(t *testing.T) {
+	name := uniq(t)
 	e := newEnv(t, nil)
 	for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond} {
-		_, err := e.locker.Acquire(core.ContextWithTTL(context.Background(), ttl), t.Name())
+		_, err := e.locker.Acquire(core.ContextWithTTL(context.Background(), ttl), name)
 		if !errors.Is(err, core.ErrInvalidOption) || !strings.Contains(err.Error(), "ContextWithTTL") {
 			t.Errorf("ttl %v: err = %v, want ErrInvalidOption naming ContextWithTTL", ttl, err)
 		}
@@ -149,17 +153,18 @@ func TestInvalidPerRequestTTL(t *testing.T) {
 }
 
 func TestTimeoutWhileHeld(t *testing.T) {
+	name := uniq(t)
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, core.WithWait(150*time.Millisecond), core.WithSpin(10*time.Millisecond, 10*time.Millisecond))
 	ctx := context.Background()
-	lease, err := holder.locker.Acquire(ctx, t.Name())
+	lease, err := holder.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lease.Release(ctx)
 
 	start := time.Now()
-	_, err = waiter.locker.Acquire(ctx, t.Name())
+	_, err = waiter.locker.Acquire(ctx, name)
 	waited := time.Since(start)
 	if !errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
@@ -176,16 +181,17 @@ func TestTimeoutWhileHeld(t *testing.T) {
 }
 
 func TestWaitZeroIsOneAttempt(t *testing.T) {
+	name := uniq(t)
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, core.WithWait(0))
 	ctx := context.Background()
-	lease, err := holder.locker.Acquire(ctx, t.Name())
+	lease, err := holder.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lease.Release(ctx)
 	waiter.rt.n.Store(0)
-	if _, err := waiter.locker.Acquire(ctx, t.Name()); !errors.Is(err, core.ErrTimeout) {
+	if _, err := waiter.locker.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
 	if n := waiter.rt.n.Load(); n != 1 {
@@ -194,16 +200,17 @@ func TestWaitZeroIsOneAttempt(t *testing.T) {
 }
 
 func TestSleepIsTrimmedToBudget(t *testing.T) {
+	name := uniq(t)
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, core.WithWait(50*time.Millisecond), core.WithSpin(time.Minute, 0))
 	ctx := context.Background()
-	lease, err := holder.locker.Acquire(ctx, t.Name())
+	lease, err := holder.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lease.Release(ctx)
 	start := time.Now()
-	if _, err := waiter.locker.Acquire(ctx, t.Name()); !errors.Is(err, core.ErrTimeout) {
+	if _, err := waiter.locker.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
 	if d := time.Since(start); d > 30*time.Second {
@@ -212,9 +219,10 @@ func TestSleepIsTrimmedToBudget(t *testing.T) {
 }
 
 func TestCancelWhileWaiting(t *testing.T) {
+	name := uniq(t)
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, core.WithWait(time.Minute), core.WithSpin(time.Minute, 0))
-	lease, err := holder.locker.Acquire(context.Background(), t.Name())
+	lease, err := holder.locker.Acquire(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +231,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start := time.Now()
-	_, err = waiter.locker.Acquire(ctx, t.Name())
+	_, err = waiter.locker.Acquire(ctx, name)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want context.Canceled only", err)
 	}
@@ -233,9 +241,10 @@ func TestCancelWhileWaiting(t *testing.T) {
 }
 
 func TestContextDeadlineCutsBudget(t *testing.T) {
+	name := uniq(t)
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, core.WithWait(time.Minute))
-	lease, err := holder.locker.Acquire(context.Background(), t.Name())
+	lease, err := holder.locker.Acquire(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,17 +252,18 @@ func TestContextDeadlineCutsBudget(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err = waiter.locker.Acquire(ctx, t.Name())
+	_, err = waiter.locker.Acquire(ctx, name)
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want context.DeadlineExceeded only", err)
 	}
 }
 
 func TestCancelledContextSendsNothing(t *testing.T) {
+	name := uniq(t)
 	e := newEnv(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := e.locker.Acquire(ctx, t.Name()); !errors.Is(err, context.Canceled) {
+	if _, err := e.locker.Acquire(ctx, name); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 	if n := e.rt.n.Load(); n != 0 {
@@ -262,6 +272,7 @@ func TestCancelledContextSendsNothing(t *testing.T) {
 }
 
 func TestRedisDownIsStorageErrorAndRecovers(t *testing.T) {
+	name := uniq(t)
 	srv := redistest.Start(t)
 	e := newEnv(t, srv, core.WithWait(time.Minute))
 	// A client that neither retries commands nor dials: the refused
@@ -276,7 +287,7 @@ func TestRedisDownIsStorageErrorAndRecovers(t *testing.T) {
 
 	for _, l := range []*core.Locker{e.locker, bareLocker} {
 		start := time.Now()
-		_, err := l.Acquire(ctx, t.Name())
+		_, err := l.Acquire(ctx, name)
 		if !errors.Is(err, core.ErrStorage) {
 			t.Fatalf("err = %v, want ErrStorage", err)
 		}
@@ -287,14 +298,14 @@ func TestRedisDownIsStorageErrorAndRecovers(t *testing.T) {
 			t.Fatalf("a refused connection took %v to report instead of failing fast", d)
 		}
 	}
-	_, err := bareLocker.Acquire(ctx, t.Name())
+	_, err := bareLocker.Acquire(ctx, name)
 	var op *net.OpError
 	if !errors.As(err, &op) {
 		t.Fatalf("the client's error is not reachable with errors.As: %v", err)
 	}
 
 	srv.Restart(t)
-	lease, err := e.locker.Acquire(ctx, t.Name())
+	lease, err := e.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatalf("the Locker did not recover after Redis came back: %v", err)
 	}
@@ -304,6 +315,7 @@ func TestRedisDownIsStorageErrorAndRecovers(t *testing.T) {
 }
 
 func TestIOTimeoutIsStorageError(t *testing.T) {
+	name := uniq(t)
 	srv := redistest.Start(t)
 	e := newEnv(t, srv, core.WithIOTimeout(50*time.Millisecond), core.WithWait(time.Minute))
 	admin := srv.Client(t)
@@ -311,7 +323,7 @@ func TestIOTimeoutIsStorageError(t *testing.T) {
 	if err := admin.Do(ctx, "CLIENT", "PAUSE", 400, "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.locker.Acquire(ctx, t.Name())
+	_, err := e.locker.Acquire(ctx, name)
 	if !errors.Is(err, core.ErrStorage) || !strings.Contains(err.Error(), "I/O timeout") {
 		t.Fatalf("err = %v, want ErrStorage for the I/O timeout", err)
 	}
@@ -321,15 +333,16 @@ func TestIOTimeoutIsStorageError(t *testing.T) {
 }
 
 func TestReleaseAfterExpiryLeavesNewHolder(t *testing.T) {
+	name := uniq(t)
 	a := newEnv(t, nil)
 	b := newEnv(t, nil, core.WithWait(5*time.Second), core.WithSpin(5*time.Millisecond, 5*time.Millisecond))
 	ctx := context.Background()
-	old, err := a.locker.Acquire(core.ContextWithTTL(ctx, 50*time.Millisecond), t.Name())
+	old, err := a.locker.Acquire(core.ContextWithTTL(ctx, 50*time.Millisecond), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// b gets the name once a's lock expires.
-	cur, err := b.locker.Acquire(ctx, t.Name())
+	cur, err := b.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,9 +362,10 @@ func TestReleaseAfterExpiryLeavesNewHolder(t *testing.T) {
 }
 
 func TestReleaseDoesNotDeleteForeignValue(t *testing.T) {
+	name := uniq(t)
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	lease, err := e.locker.Acquire(ctx, t.Name())
+	lease, err := e.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,9 +379,10 @@ func TestReleaseDoesNotDeleteForeignValue(t *testing.T) {
 }
 
 func TestReleaseIsIdempotentAndWorksCancelled(t *testing.T) {
+	name := uniq(t)
 	e := newEnv(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	lease, err := e.locker.Acquire(ctx, t.Name())
+	lease, err := e.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,9 +412,10 @@ func TestReleaseIsIdempotentAndWorksCancelled(t *testing.T) {
 }
 
 func TestExtend(t *testing.T) {
+	name := uniq(t)
 	e := newEnv(t, nil, core.WithTTL(time.Second))
 	ctx := context.Background()
-	lease, err := e.locker.Acquire(ctx, t.Name())
+	lease, err := e.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,9 +444,10 @@ func TestExtend(t *testing.T) {
 }
 
 func TestDoneClosesWhenTTLRunsOut(t *testing.T) {
+	name := uniq(t)
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	lease, err := e.locker.Acquire(core.ContextWithTTL(ctx, 100*time.Millisecond), t.Name())
+	lease, err := e.locker.Acquire(core.ContextWithTTL(ctx, 100*time.Millisecond), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,6 +504,7 @@ func TestEmptyNameSendsNothing(t *testing.T) {
 }
 
 func TestOptionValidation(t *testing.T) {
+	name := uniq(t)
 	c := shared.Client(t)
 	for _, tc := range []struct {
 		opt  core.Option
@@ -509,7 +527,7 @@ func TestOptionValidation(t *testing.T) {
 			t.Errorf("%s: Err() = %v, want ErrInvalidOption mentioning it", tc.want, err)
 			continue
 		}
-		if _, aerr := l.Acquire(context.Background(), t.Name()); !errors.Is(aerr, core.ErrInvalidOption) {
+		if _, aerr := l.Acquire(context.Background(), name); !errors.Is(aerr, core.ErrInvalidOption) {
 			t.Errorf("%s: Acquire err = %v, want the configuration error", tc.want, aerr)
 		}
 	}
@@ -563,11 +581,12 @@ func (h logHandler) Release(ctx context.Context, lease *core.Lease, next core.Re
 }
 
 func TestHandlerChainOrder(t *testing.T) {
+	name := uniq(t)
 	var log []string
 	mu := &sync.Mutex{}
 	e := newEnv(t, nil, core.WithHandlers(logHandler{"outer", &log, mu}), core.WithHandlers(logHandler{"inner", &log, mu}))
 	ctx := context.Background()
-	lease, err := e.locker.Acquire(ctx, t.Name())
+	lease, err := e.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,13 +603,14 @@ func TestHandlerChainOrder(t *testing.T) {
 }
 
 func TestHandlerMayRefuse(t *testing.T) {
+	name := uniq(t)
 	refused := errors.New("refused by policy")
 	e := newEnv(t, nil, core.WithHandlers(core.HandlerFuncs{
 		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
 			return nil, refused
 		},
 	}))
-	if _, err := e.locker.Acquire(context.Background(), t.Name()); !errors.Is(err, refused) {
+	if _, err := e.locker.Acquire(context.Background(), name); !errors.Is(err, refused) {
 		t.Fatalf("err = %v, want the handler's error", err)
 	}
 	if n := e.rt.n.Load(); n != 0 {
@@ -599,10 +619,11 @@ func TestHandlerMayRefuse(t *testing.T) {
 }
 
 func TestRoundTripsPerAcquireRelease(t *testing.T) {
+	name := uniq(t)
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	cycle := func() {
-		lease, err := e.locker.Acquire(ctx, t.Name())
+		lease, err := e.locker.Acquire(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -621,11 +642,12 @@ func TestRoundTripsPerAcquireRelease(t *testing.T) {
 }
 
 func TestTokensAreUnique(t *testing.T) {
+	name := uniq(t)
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	seen := map[string]bool{}
 	for i := 0; i < 200; i++ {
-		lease, err := e.locker.Acquire(ctx, t.Name())
+		lease, err := e.locker.Acquire(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -66,6 +66,14 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
+var seq atomic.Int64
+
+// uniq returns a lock name of the test's own, fresh on every run, so that
+// tests sharing a server (and runs with -count) never see each other's keys.
+func uniq(t testing.TB) string {
+	return fmt.Sprintf("%s#%d", t.Name(), seq.Add(1))
+}
+
 // env is one client of a server with a round-trip counter, and a Locker on it.
 type env struct {
 	client *redis.Client
