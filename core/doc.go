@@ -1,6 +1,6 @@
 // Package core is reqlock's lock engine: named, request-scoped locks in Redis
-// with the pull-mode algorithm (spin on SET NX PX, random sleep, compare-and-
-// delete release).
+// with the pull-mode algorithm (spin on SET NX PX, random sleep,
+// compare-and-delete release).
 //
 // # Using it
 //
