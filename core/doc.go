@@ -44,8 +44,9 @@
 //
 // The lock for name lives in the key prefix + "{" + name + "}" (default prefix
 // "reqlock:"): the braces are a Redis Cluster hash tag, so that companion keys
-// of a lock share its slot. Names longer than MaxNameLen bytes, or containing
-// braces, are replaced by their SHA-256. See Locker.Key.
+// of a lock share its slot. Names longer than MaxNameLen bytes, containing
+// braces or beginning with "sha256:" are replaced by "sha256:" and their
+// SHA-256 in hex. See Locker.Key.
 //
 // # Handlers
 //

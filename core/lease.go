@@ -18,10 +18,11 @@ type Lease struct {
 
 	releaseOnce sync.Once
 	releaseErr  error
+	extendMu    sync.Mutex // one Extend at a time, so validUntil follows Redis
 
 	mu         sync.Mutex
 	ttl        time.Duration
-	validUntil time.Time // conservative: measured from before the command was sent
+	validUntil time.Time // see validity
 	released   bool
 	lost       bool
 	done       chan struct{} // made on the first call of Done
@@ -38,8 +39,16 @@ func newLease(l *Locker, req *Request, token string, sent time.Time) *Lease {
 		key:        req.Key,
 		token:      token,
 		ttl:        req.TTL,
-		validUntil: sent.Add(req.TTL),
+		validUntil: validity(sent, req.TTL),
 	}
+}
+
+// validity is when a lock given ttl by a command sent at sent is to be taken
+// as gone: the TTL counts from before the command reached Redis, less a margin
+// for clock drift between this process and the server (1% of the TTL plus
+// 2 ms, as in Redlock), so that Done closes before Redis frees the key.
+func validity(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - ttl/100 - 2*time.Millisecond)
 }
 
 // Name returns the lock name given to Acquire.
@@ -65,8 +74,10 @@ func (l *Lease) TTL() time.Duration {
 	return l.ttl
 }
 
-// ValidUntil returns when the lock expires in Redis at the latest unless
-// extended: the TTL counted from the moment the acquiring command was sent.
+// ValidUntil returns until when the lease is safe to rely on unless extended:
+// the TTL counted from the moment the acquiring (or extending) command was
+// sent, less a margin for clock drift (1% of the TTL plus 2 ms). Redis frees
+// the key a little later.
 func (l *Lease) ValidUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -75,7 +86,7 @@ func (l *Lease) ValidUntil() time.Time {
 
 // Done returns a channel that is closed once the lease is released or lost:
 // when Release is called, when Extend finds the lock gone, or when the TTL runs
-// out (ValidUntil passes) without an Extend. Adapters cancel the request's
+// out (ValidUntil passes) without an Extend, a little before Redis frees the key. Adapters cancel the request's
 // context when it closes.
 func (l *Lease) Done() <-chan struct{} {
 	l.mu.Lock()
@@ -122,11 +133,18 @@ func (l *Lease) closeDoneLocked() {
 // that `defer lease.Release(ctx)` in a handler whose request was abandoned
 // still frees the name. Release is idempotent: the chain runs once, and later
 // calls return the first call's result.
+//
+// With a client that retries failed commands (go-redis's MaxRetries), a
+// release whose reply was lost may be sent again and report ErrNotHeld
+// although its first transmission deleted the key; either way the key is no
+// longer this lease's.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil {
 		return fmt.Errorf("%w: release of a nil lease", ErrNotHeld)
 	}
 	l.releaseOnce.Do(func() {
+		// Stays if a handler panics, so that later calls do not report success.
+		l.releaseErr = fmt.Errorf("reqlock: release %q: the handler chain panicked", l.name)
 		defer func() {
 			l.mu.Lock()
 			l.released = true
@@ -142,12 +160,15 @@ func (l *Lease) Release(ctx context.Context) error {
 // still holds it (compare-and-extend). It returns an error wrapping ErrNotHeld
 // when the lease was released or the lock had expired, in which case Done is
 // closed; ErrStorage when Redis failed; the context's error when ctx ended.
-// ttl is rounded up to whole milliseconds and must be at least 1 ms.
+// ttl is rounded up to whole milliseconds and must be between 1 ms and
+// MaxTTL. Calls of Extend on one lease run one at a time.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	ttl, err := checkTTL(ttl, "Extend")
 	if err != nil {
 		return err
 	}
+	l.extendMu.Lock()
+	defer l.extendMu.Unlock()
 	l.mu.Lock()
 	gone := l.released || l.lost
 	l.mu.Unlock()
@@ -173,7 +194,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	if !l.released {
 		l.ttl = ttl
-		l.validUntil = sent.Add(ttl)
+		l.validUntil = validity(sent, ttl)
 		if l.expiry != nil && !l.doneClosed {
 			l.expiry.Reset(time.Until(l.validUntil))
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,7 +39,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		opt(&cfg)
 	}
 	err := cfg.validate()
-	if client == nil {
+	if client == nil || isNilPointer(client) {
 		err = errors.Join(fmt.Errorf("%w: New: the Redis client is nil", ErrInvalidOption), err)
 	}
 	if err == nil {
@@ -47,6 +48,13 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	l := &Locker{cfg: cfg, err: err, store: redisStore{client: client}}
 	l.acquire, l.release = chain(cfg.handlers, l.spin, l.unlock)
 	return l
+}
+
+// isNilPointer reports a typed nil, such as a (*redis.Client)(nil), which
+// would otherwise pass the nil check and panic at the first Acquire.
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // Err reports the configuration error of the Locker, nil if it is usable.
@@ -62,9 +70,13 @@ func (l *Locker) Err() error {
 // Errors keep their kind:
 //   - ErrTimeout: the budget was spent while the name was held;
 //   - context.Canceled or context.DeadlineExceeded: ctx ended first;
-//   - ErrStorage: Redis could not be reached or failed (returned at once, not
-//     retried until the budget runs out);
+//   - ErrStorage: Redis could not be reached or failed (returned when the
+//     failing call ends, bounded by the I/O timeout; not retried until the
+//     budget runs out);
 //   - ErrInvalidName, ErrInvalidOption: bad input; nothing was sent to Redis.
+//
+// A cancellation of ctx wakes a waiting Acquire at once; during a Redis call
+// it is seen when the call ends, within the I/O timeout.
 //
 // The lock lives for the Locker's TTL, or for the one set on ctx with
 // ContextWithTTL.
@@ -89,8 +101,12 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	}
 	req := &Request{Name: name, Key: key, TTL: ttl, Start: now, Deadline: deadline}
 	lease, err := l.acquire(ctx, req)
-	if err == nil && lease == nil {
-		err = errors.New("reqlock: a handler returned neither a lease nor an error")
+	switch {
+	case err != nil && lease != nil: // a handler broke the contract: do not leak the lock
+		_ = lease.Release(ctx)
+		return nil, err
+	case err == nil && lease == nil:
+		return nil, errors.New("reqlock: a handler returned neither a lease nor an error")
 	}
 	return lease, err
 }
@@ -114,10 +130,16 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 		ok, err := l.store.tryAcquire(ioCtx, req.Key, token, req.TTL)
 		cancel()
 		if err != nil {
+			cerr := ctx.Err()
 			if mayHaveApplied(err) {
-				l.undo(ctx, req.Key, token)
+				if cerr != nil {
+					// The caller is gone: do not make it wait for the clean-up.
+					go l.undo(ctx, req.Key, token)
+				} else {
+					l.undo(ctx, req.Key, token)
+				}
 			}
-			if cerr := ctx.Err(); cerr != nil {
+			if cerr != nil {
 				return nil, cerr
 			}
 			return nil, l.storageErr("acquire", req.Name, err)
@@ -152,7 +174,8 @@ func (l *Locker) sleep() time.Duration {
 	return d
 }
 
-// undo removes a key that a failed acquire may have set, if it holds token.
+// undo removes a key that a failed acquire may have set, if it holds token;
+// it is bounded by the I/O timeout.
 func (l *Locker) undo(ctx context.Context, key, token string) {
 	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
 	defer cancel()

@@ -19,7 +19,7 @@ import (
 // hammer runs lockers × goroutines × rounds acquires of name, each holding the
 // lock across a critical section of two Redis round trips, and reports what
 // the overlap detector saw.
-func hammer(t *testing.T, envs []*env, name string, goroutines, rounds int) (ok, failed int64, o *redistest.Overlap) {
+func hammer(t *testing.T, envs []*env, name string, goroutines, rounds int, hold time.Duration) (ok, failed int64, o *redistest.Overlap) {
 	t.Helper()
 	o = &redistest.Overlap{}
 	var mu sync.Mutex
@@ -44,6 +44,7 @@ func hammer(t *testing.T, envs []*env, name string, goroutines, rounds int) (ok,
 					exit := o.Enter()
 					e.client.Incr(ctx, "cs:"+name)
 					e.client.Get(ctx, "cs:"+name)
+					time.Sleep(hold)
 					exit()
 					if err := lease.Release(ctx); err != nil {
 						t.Errorf("release: %v", err)
@@ -60,10 +61,11 @@ func hammer(t *testing.T, envs []*env, name string, goroutines, rounds int) (ok,
 }
 
 func TestMutualExclusionAcrossLockers(t *testing.T) {
+	leakCheck(t)
 	name := uniq(t)
 	opts := []core.Option{core.WithWait(20 * time.Second), core.WithSpin(time.Millisecond, 2*time.Millisecond)}
 	envs := []*env{newEnv(t, nil, opts...), newEnv(t, nil, opts...), newEnv(t, nil, opts...)}
-	ok, failed, o := hammer(t, envs, "order:"+name, 4, 25)
+	ok, failed, o := hammer(t, envs, "order:"+name, 4, 25, 0)
 	if o.Overlaps() != 0 {
 		t.Fatalf("%d of %d critical sections overlapped", o.Overlaps(), o.Entries())
 	}
@@ -82,7 +84,7 @@ func TestOverlapDetectorCatchesBrokenLock(t *testing.T) {
 		envs = append(envs, newEnv(t, nil, core.WithPrefix(fmt.Sprintf("broken%d:", i)),
 			core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, time.Millisecond)))
 	}
-	_, _, o := hammer(t, envs, "order:"+name, 4, 25)
+	_, _, o := hammer(t, envs, "order:"+name, 4, 25, time.Millisecond)
 	if o.Overlaps() == 0 {
 		t.Fatalf("three independent locks ran %d critical sections without a single overlap: the detector is blind", o.Entries())
 	}
@@ -153,6 +155,7 @@ func TestInvalidPerRequestTTL(t *testing.T) {
 }
 
 func TestTimeoutWhileHeld(t *testing.T) {
+	leakCheck(t)
 	name := uniq(t)
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, core.WithWait(150*time.Millisecond), core.WithSpin(10*time.Millisecond, 10*time.Millisecond))
@@ -219,6 +222,7 @@ func TestSleepIsTrimmedToBudget(t *testing.T) {
 }
 
 func TestCancelWhileWaiting(t *testing.T) {
+	leakCheck(t)
 	name := uniq(t)
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, core.WithWait(time.Minute), core.WithSpin(time.Minute, 0))
@@ -241,9 +245,16 @@ func TestCancelWhileWaiting(t *testing.T) {
 }
 
 func TestContextDeadlineCutsBudget(t *testing.T) {
+	leakCheck(t)
 	name := uniq(t)
 	holder := newEnv(t, nil)
-	waiter := newEnv(t, nil, core.WithWait(time.Minute))
+	var budgetEnd time.Time
+	waiter := newEnv(t, nil, core.WithWait(time.Minute), core.WithHandlers(core.HandlerFuncs{
+		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+			budgetEnd = req.Deadline
+			return next(ctx, req)
+		},
+	}))
 	lease, err := holder.locker.Acquire(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +266,9 @@ func TestContextDeadlineCutsBudget(t *testing.T) {
 	_, err = waiter.locker.Acquire(ctx, name)
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want context.DeadlineExceeded only", err)
+	}
+	if dl, _ := ctx.Deadline(); !budgetEnd.Equal(dl) {
+		t.Fatalf("the wait budget ends at %v, not at the context's deadline %v", budgetEnd, dl)
 	}
 }
 
@@ -272,6 +286,7 @@ func TestCancelledContextSendsNothing(t *testing.T) {
 }
 
 func TestRedisDownIsStorageErrorAndRecovers(t *testing.T) {
+	leakCheck(t)
 	name := uniq(t)
 	srv := redistest.Start(t)
 	e := newEnv(t, srv, core.WithWait(time.Minute))
@@ -315,12 +330,13 @@ func TestRedisDownIsStorageErrorAndRecovers(t *testing.T) {
 }
 
 func TestIOTimeoutIsStorageError(t *testing.T) {
+	leakCheck(t)
 	name := uniq(t)
 	srv := redistest.Start(t)
 	e := newEnv(t, srv, core.WithIOTimeout(50*time.Millisecond), core.WithWait(time.Minute))
 	admin := srv.Client(t)
 	ctx := context.Background()
-	if err := admin.Do(ctx, "CLIENT", "PAUSE", 400, "ALL").Err(); err != nil {
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", 1500, "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.locker.Acquire(ctx, name)
@@ -330,9 +346,20 @@ func TestIOTimeoutIsStorageError(t *testing.T) {
 	if errors.Is(err, core.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("an I/O timeout reads as a lock timeout or a caller deadline: %v", err)
 	}
+	// Once Redis answers again, the attempt whose reply was lost has not left
+	// the name locked for a whole TTL.
+	key, _ := e.locker.Key(name)
+	deadline := time.Now().Add(5 * time.Second)
+	for admin.Exists(ctx, key).Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the timed-out attempt left %s held (PTTL %v)", key, admin.PTTL(ctx, key).Val())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func TestReleaseAfterExpiryLeavesNewHolder(t *testing.T) {
+	leakCheck(t)
 	name := uniq(t)
 	a := newEnv(t, nil)
 	b := newEnv(t, nil, core.WithWait(5*time.Second), core.WithSpin(5*time.Millisecond, 5*time.Millisecond))
@@ -379,6 +406,7 @@ func TestReleaseDoesNotDeleteForeignValue(t *testing.T) {
 }
 
 func TestReleaseIsIdempotentAndWorksCancelled(t *testing.T) {
+	leakCheck(t)
 	name := uniq(t)
 	e := newEnv(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -402,6 +430,18 @@ func TestReleaseIsIdempotentAndWorksCancelled(t *testing.T) {
 	}
 	select {
 	case <-lease.Done():
+	default:
+		t.Fatal("Done is open after Release")
+	}
+	// Done taken before the release closes on the release.
+	second, err := e.locker.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := second.Done()
+	_ = second.Release(context.Background())
+	select {
+	case <-done:
 	default:
 		t.Fatal("Done is open after Release")
 	}
@@ -444,6 +484,7 @@ func TestExtend(t *testing.T) {
 }
 
 func TestDoneClosesWhenTTLRunsOut(t *testing.T) {
+	leakCheck(t)
 	name := uniq(t)
 	e := newEnv(t, nil)
 	ctx := context.Background()
@@ -659,4 +700,57 @@ func TestTokensAreUnique(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestBadClientAndTTLBounds(t *testing.T) {
+	var typedNil *redis.Client
+	if err := core.New(typedNil).Err(); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("typed nil client: Err() = %v, want ErrInvalidOption", err)
+	}
+	if err := core.New(shared.Client(t), core.WithTTL(1<<63-1)).Err(); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("huge TTL: Err() = %v, want ErrInvalidOption", err)
+	}
+	e := newEnv(t, nil)
+	_, err := e.locker.Acquire(core.ContextWithTTL(context.Background(), core.MaxTTL+time.Hour), uniq(t))
+	if !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("huge per-request TTL: err = %v, want ErrInvalidOption", err)
+	}
+}
+
+func TestHandlerContractViolations(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	both := errors.New("lease and error")
+	e := newEnv(t, nil, core.WithHandlers(core.HandlerFuncs{
+		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+			lease, _ := next(ctx, req)
+			return lease, both
+		},
+	}))
+	ctx := context.Background()
+	if lease, err := e.locker.Acquire(ctx, name); lease != nil || !errors.Is(err, both) {
+		t.Fatalf("got %v, %v; want no lease and the handler's error", lease, err)
+	}
+	key, _ := e.locker.Key(name)
+	if e.client.Exists(ctx, key).Val() != 0 {
+		t.Fatal("the lease a handler returned with an error was left held")
+	}
+
+	panicky := newEnv(t, nil, core.WithHandlers(core.HandlerFuncs{
+		OnRelease: func(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
+			panic("boom")
+		},
+	}))
+	lease, err := panicky.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_ = lease.Release(ctx)
+	}()
+	if err := lease.Release(ctx); err == nil {
+		t.Fatal("a release whose handler panicked reports success")
+	}
+	e.client.Del(ctx, key)
 }

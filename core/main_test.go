@@ -74,6 +74,14 @@ func uniq(t testing.TB) string {
 	return fmt.Sprintf("%s#%d", t.Name(), seq.Add(1))
 }
 
+// leakCheck fails the test if it leaves goroutines behind. Call it first, so
+// that it runs after the test's other clean-ups (clients closed, servers
+// stopped).
+func leakCheck(t *testing.T) {
+	before := goleak.IgnoreCurrent() // the shared server's and other tests' goroutines
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
+
 // env is one client of a server with a round-trip counter, and a Locker on it.
 type env struct {
 	client *redis.Client

@@ -45,8 +45,8 @@ func defaultConfig() config {
 }
 
 // WithTTL sets how long a lock lives in Redis unless released first (the
-// seed's TTL, default 10 s). It must be at least 1 ms and is rounded up to
-// whole milliseconds. ContextWithTTL overrides it per request.
+// seed's TTL, default 10 s). It must be at least 1 ms and at most MaxTTL, and
+// is rounded up to whole milliseconds. ContextWithTTL overrides it per request.
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) { c.ttl = ttl }
 }
@@ -105,8 +105,8 @@ func (c *config) validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
 	}
-	if c.ttl < time.Millisecond {
-		bad("WithTTL(%v): the TTL must be at least 1ms", c.ttl)
+	if _, err := checkTTL(c.ttl, "WithTTL"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.wait < 0 {
 		bad("WithWait(%v): the wait budget must not be negative", c.wait)
@@ -125,10 +125,13 @@ func (c *config) validate() error {
 	return errors.Join(errs...)
 }
 
+// MaxTTL is the longest TTL a lock may have.
+const MaxTTL = 10 * 365 * 24 * time.Hour
+
 // checkTTL validates and normalises a TTL to whole milliseconds.
 func checkTTL(ttl time.Duration, source string) (time.Duration, error) {
-	if ttl < time.Millisecond {
-		return 0, fmt.Errorf("%w: %s(%v): the TTL must be at least 1ms", ErrInvalidOption, source, ttl)
+	if ttl < time.Millisecond || ttl > MaxTTL {
+		return 0, fmt.Errorf("%w: %s(%v): the TTL must be between 1ms and %v", ErrInvalidOption, source, ttl, MaxTTL)
 	}
 	if r := ttl % time.Millisecond; r != 0 {
 		ttl += time.Millisecond - r

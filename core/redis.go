@@ -70,6 +70,10 @@ func mayHaveApplied(err error) bool {
 	if errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) {
 		return false
 	}
+	var reply redis.Error // the server answered with an error: the script did not run
+	if errors.As(err, &reply) {
+		return false
+	}
 	var op *net.OpError
 	return !(errors.As(err, &op) && op.Op == "dial")
 }

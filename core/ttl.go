@@ -12,8 +12,8 @@ type ttlKey struct{}
 // per-request override of the seed framework's OwnSecond, carried by the
 // context instead of a thread-local, so it cannot leak into other requests.
 //
-// ttl is rounded up to whole milliseconds. A ttl below one millisecond makes
-// Acquire fail with ErrInvalidOption.
+// ttl is rounded up to whole milliseconds. A ttl below one millisecond or
+// above MaxTTL makes Acquire fail with ErrInvalidOption.
 func ContextWithTTL(ctx context.Context, ttl time.Duration) context.Context {
 	return context.WithValue(ctx, ttlKey{}, ttl)
 }
