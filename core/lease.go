@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -123,6 +124,9 @@ func (l *Lease) closeDoneLocked() {
 	}
 }
 
+// errReleasePanicked is what Release reports after a handler panicked in it.
+var errReleasePanicked = errors.New("reqlock: release: the handler chain panicked")
+
 // Release deletes the lock if this lease still holds it, through the handler
 // chain. It never deletes a key that another holder has taken since: it
 // returns an error wrapping ErrNotHeld when the lock had expired, or
@@ -144,7 +148,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.releaseOnce.Do(func() {
 		// Stays if a handler panics, so that later calls do not report success.
-		l.releaseErr = fmt.Errorf("reqlock: release %q: the handler chain panicked", l.name)
+		l.releaseErr = errReleasePanicked
 		defer func() {
 			l.mu.Lock()
 			l.released = true

@@ -42,9 +42,13 @@ type redisStore struct {
 	client redis.UniversalClient
 }
 
-// tryAcquire is the seed's addIfAbsent: SET key token NX PX ttl, in a script
-// that also recognises a key already set by an earlier transmission of the
-// same attempt (see acquire.lua).
+// tryAcquire is the seed's addIfAbsent: SET key token NX PX ttl, run by
+// acquire.lua. The script also recognises a key that holds our own token: the
+// client re-sent the attempt after losing the reply of a transmission that
+// did set it. That attempt succeeds instead of waiting for itself until the
+// TTL ends. A script, rather than SET ... NX GET, works on every Redis
+// version and replies with an integer, which go-redis handles with fewer
+// allocations than the nil reply of a successful SET NX GET.
 func (s redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	n, err := acquireScript.Run(ctx, s.client, []string{key}, token, ttl.Milliseconds()).Int64()
 	return n == 1, err

@@ -7,8 +7,11 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/internal/redistest"
 )
 
 // serverError stands for an error reply of Redis.
@@ -55,5 +58,35 @@ func TestSleepRange(t *testing.T) {
 	fixed := New(client, WithSpin(7, 0))
 	if d := fixed.sleep(); d != 7 {
 		t.Fatalf("a zero random part gave %v, want 7ns", d)
+	}
+}
+
+// TestTryAcquireIsRetrySafe runs the backend's acquire on a real server: the
+// same token twice (a retried transmission) is ours, another token is not.
+func TestTryAcquireIsRetrySafe(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	s := redisStore{client: client}
+	for i, tc := range []struct {
+		token string
+		want  bool
+	}{{"t1", true}, {"t1", true}, {"t2", false}} {
+		got, err := s.tryAcquire(ctx, "k", tc.token, 5*time.Second)
+		if err != nil || got != tc.want {
+			t.Fatalf("step %d: tryAcquire(%s) = %v, %v; want %v", i, tc.token, got, err, tc.want)
+		}
+	}
+	if d := client.PTTL(ctx, "k").Val(); d <= 4*time.Second || d > 5*time.Second {
+		t.Fatalf("PTTL = %v, want just under 5s", d)
+	}
+	if ok, err := s.release(ctx, "k", "t2"); ok || err != nil {
+		t.Fatalf("release with a foreign token = %v, %v", ok, err)
+	}
+	if ok, err := s.release(ctx, "k", "t1"); !ok || err != nil {
+		t.Fatalf("release = %v, %v", ok, err)
+	}
+	if ok, err := s.extend(ctx, "k", "t1", time.Second); ok || err != nil {
+		t.Fatalf("extend after release = %v, %v", ok, err)
 	}
 }
