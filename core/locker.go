@@ -45,7 +45,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	if err == nil {
 		cfg.ttl, _ = checkTTL(cfg.ttl, "WithTTL")
 	}
-	l := &Locker{cfg: cfg, err: err, store: redisStore{client: client}}
+	l := &Locker{cfg: cfg, err: err, store: newRedisStore(client)}
 	l.acquire, l.release = chain(cfg.handlers, l.spin, l.unlock)
 	return l
 }

@@ -61,32 +61,46 @@ func TestSleepRange(t *testing.T) {
 	}
 }
 
-// TestTryAcquireIsRetrySafe runs the backend's acquire on a real server: the
-// same token twice (a retried transmission) is ours, another token is not.
+func TestIsSyntaxError(t *testing.T) {
+	if !isSyntaxError(serverError("ERR syntax error")) {
+		t.Error("ERR syntax error not recognised")
+	}
+	if isSyntaxError(errors.New("syntax error")) || isSyntaxError(serverError("WRONGTYPE")) {
+		t.Error("a client error or another reply taken for a syntax error")
+	}
+}
+
+// TestTryAcquireIsRetrySafe runs the backend on a real server, with SET ...
+// NX GET and with the script used for servers before Redis 7.0: the same
+// token twice (a retried transmission) is ours, another token is not.
 func TestTryAcquireIsRetrySafe(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	ctx := context.Background()
-	s := redisStore{client: client}
-	for i, tc := range []struct {
-		token string
-		want  bool
-	}{{"t1", true}, {"t1", true}, {"t2", false}} {
-		got, err := s.tryAcquire(ctx, "k", tc.token, 5*time.Second)
-		if err != nil || got != tc.want {
-			t.Fatalf("step %d: tryAcquire(%s) = %v, %v; want %v", i, tc.token, got, err, tc.want)
+	for _, legacy := range []bool{false, true} {
+		s := newRedisStore(client)
+		s.noSetGet.Store(legacy)
+		key := fmt.Sprintf("k:%v", legacy)
+		for i, tc := range []struct {
+			token string
+			want  bool
+		}{{"t1", true}, {"t1", true}, {"t2", false}} {
+			got, err := s.tryAcquire(ctx, key, tc.token, 5*time.Second)
+			if err != nil || got != tc.want {
+				t.Fatalf("legacy=%v step %d: tryAcquire(%s) = %v, %v; want %v", legacy, i, tc.token, got, err, tc.want)
+			}
 		}
-	}
-	if d := client.PTTL(ctx, "k").Val(); d <= 4*time.Second || d > 5*time.Second {
-		t.Fatalf("PTTL = %v, want just under 5s", d)
-	}
-	if ok, err := s.release(ctx, "k", "t2"); ok || err != nil {
-		t.Fatalf("release with a foreign token = %v, %v", ok, err)
-	}
-	if ok, err := s.release(ctx, "k", "t1"); !ok || err != nil {
-		t.Fatalf("release = %v, %v", ok, err)
-	}
-	if ok, err := s.extend(ctx, "k", "t1", time.Second); ok || err != nil {
-		t.Fatalf("extend after release = %v, %v", ok, err)
+		if d := client.PTTL(ctx, key).Val(); d <= 4*time.Second || d > 5*time.Second {
+			t.Fatalf("legacy=%v: PTTL = %v, want just under 5s", legacy, d)
+		}
+		if ok, err := s.release(ctx, key, "t2"); ok || err != nil {
+			t.Fatalf("legacy=%v: release with a foreign token = %v, %v", legacy, ok, err)
+		}
+		if ok, err := s.release(ctx, key, "t1"); !ok || err != nil {
+			t.Fatalf("legacy=%v: release = %v, %v", legacy, ok, err)
+		}
+		if ok, err := s.extend(ctx, key, "t1", time.Second); ok || err != nil {
+			t.Fatalf("legacy=%v: extend after release = %v, %v", legacy, ok, err)
+		}
 	}
 }
