@@ -100,6 +100,7 @@ func (s *Server) run(path string, extra []string) error {
 	}
 	args = append(args, extra...)
 	cmd := exec.Command(path, args...)
+	cmd.SysProcAttr = procAttr()
 	log := new(bytes.Buffer)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
