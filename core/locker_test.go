@@ -160,14 +160,10 @@ func TestTimeoutWhileHeld(t *testing.T) {
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, core.WithWait(150*time.Millisecond), core.WithSpin(10*time.Millisecond, 10*time.Millisecond))
 	ctx := context.Background()
-	lease, err := holder.locker.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Release(ctx)
+	hold(t, holder, name)
 
 	start := time.Now()
-	_, err = waiter.locker.Acquire(ctx, name)
+	_, err := waiter.locker.Acquire(ctx, name)
 	waited := time.Since(start)
 	if !errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
@@ -188,11 +184,7 @@ func TestWaitZeroIsOneAttempt(t *testing.T) {
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, core.WithWait(0))
 	ctx := context.Background()
-	lease, err := holder.locker.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Release(ctx)
+	hold(t, holder, name)
 	waiter.rt.n.Store(0)
 	if _, err := waiter.locker.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
@@ -207,11 +199,7 @@ func TestSleepIsTrimmedToBudget(t *testing.T) {
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, core.WithWait(50*time.Millisecond), core.WithSpin(time.Minute, 0))
 	ctx := context.Background()
-	lease, err := holder.locker.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Release(ctx)
+	hold(t, holder, name)
 	start := time.Now()
 	if _, err := waiter.locker.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
@@ -226,16 +214,12 @@ func TestCancelWhileWaiting(t *testing.T) {
 	name := uniq(t)
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, core.WithWait(time.Minute), core.WithSpin(time.Minute, 0))
-	lease, err := holder.locker.Acquire(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Release(context.Background())
+	hold(t, holder, name)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start := time.Now()
-	_, err = waiter.locker.Acquire(ctx, name)
+	_, err := waiter.locker.Acquire(ctx, name)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want context.Canceled only", err)
 	}
@@ -255,15 +239,11 @@ func TestContextDeadlineCutsBudget(t *testing.T) {
 			return next(ctx, req)
 		},
 	}))
-	lease, err := holder.locker.Acquire(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Release(context.Background())
+	hold(t, holder, name)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err = waiter.locker.Acquire(ctx, name)
+	_, err := waiter.locker.Acquire(ctx, name)
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want context.DeadlineExceeded only", err)
 	}

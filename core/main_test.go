@@ -109,3 +109,14 @@ func newEnv(t testing.TB, srv *redistest.Server, opts ...core.Option) *env {
 	}
 	return &env{client: c, rt: rt, locker: l}
 }
+
+// hold takes name with e's Locker for the rest of the test.
+func hold(t *testing.T, e *env, name string) *core.Lease {
+	t.Helper()
+	lease, err := e.locker.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lease.Release(context.Background()) })
+	return lease
+}
