@@ -15,7 +15,9 @@ type Request struct {
 	// Key is the Redis key that guards Name (see Locker.Key).
 	Key string
 	// TTL is the lifetime of the lock in Redis: the Locker's TTL, or the one
-	// set with ContextWithTTL. A handler may change it before calling next.
+	// set with ContextWithTTL. A handler may change it before calling next;
+	// the innermost link rejects a TTL outside [1ms, MaxTTL] with
+	// ErrInvalidOption and uses it in whole milliseconds.
 	TTL time.Duration
 	// Start is when Acquire was called.
 	Start time.Time

@@ -113,6 +113,11 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 
 // spin is the innermost acquire link: the seed's pull-mode loop.
 func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
+	ttl, err := checkTTL(req.TTL, "Request.TTL") // a handler may have changed it
+	if err != nil {
+		return nil, err
+	}
+	req.TTL = ttl
 	token := rand.Text() // 128 bits or more from crypto/rand
 	var timer *time.Timer
 	defer func() {

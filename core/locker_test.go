@@ -734,3 +734,27 @@ func TestHandlerContractViolations(t *testing.T) {
 	}
 	e.client.Del(ctx, key)
 }
+
+func TestHandlerSetTTL(t *testing.T) {
+	name := uniq(t)
+	setTTL := func(ttl time.Duration) core.Option {
+		return core.WithHandlers(core.HandlerFuncs{
+			OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+				req.TTL = ttl
+				return next(ctx, req)
+			},
+		})
+	}
+	e := newEnv(t, nil, setTTL(42*time.Second))
+	lease := hold(t, e, name)
+	if got := pttl(t, e, lease.Key()); got > 42*time.Second || got < 41*time.Second {
+		t.Fatalf("PTTL = %v, want the handler's 42s", got)
+	}
+	bad := newEnv(t, nil, setTTL(0))
+	if _, err := bad.locker.Acquire(context.Background(), uniq(t)); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("a handler's zero TTL: err = %v, want ErrInvalidOption", err)
+	}
+	if n := bad.rt.n.Load(); n != 0 {
+		t.Fatalf("a zero TTL sent %d commands", n)
+	}
+}
