@@ -23,11 +23,11 @@
 //
 // Acquire draws a 128-bit random token and loops: if the context is done it
 // returns the context's error; otherwise it sends SET key token NX PX ttl GET
-// (one round trip; on servers before Redis 7.0, a script doing the same). On success it returns a Lease. If
-// another holder has the key, it sleeps a random time in [min, min+random)
-// (WithSpin), trimmed to what is left of the wait budget (WithWait, cut by the
-// context's deadline) and cut short by the context, then tries again; once the
-// budget is spent it returns ErrTimeout. A Redis failure ends the loop at once
+// (one round trip; on servers before Redis 7.0, a script doing the same). On
+// success it returns a Lease. If another holder has the key, it sleeps a
+// random time in [min, min+random) (WithSpin), trimmed to what is left of the
+// wait budget (WithWait, cut by the context's deadline) and cut short by the
+// context, then tries again; once the budget is spent it returns ErrTimeout. A Redis failure ends the loop at once
 // with ErrStorage: waiting would not help, and a storage outage must not look
 // like a busy lock.
 //

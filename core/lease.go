@@ -87,8 +87,8 @@ func (l *Lease) ValidUntil() time.Time {
 
 // Done returns a channel that is closed once the lease is released or lost:
 // when Release is called, when Extend finds the lock gone, or when the TTL runs
-// out (ValidUntil passes) without an Extend, a little before Redis frees the key. Adapters cancel the request's
-// context when it closes.
+// out (ValidUntil passes) without an Extend, a little before Redis frees the
+// key. Adapters cancel the request's context when it closes.
 func (l *Lease) Done() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -42,9 +42,6 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	if client == nil || isNilPointer(client) {
 		err = errors.Join(fmt.Errorf("%w: New: the Redis client is nil", ErrInvalidOption), err)
 	}
-	if err == nil {
-		cfg.ttl, _ = checkTTL(cfg.ttl, "WithTTL")
-	}
 	l := &Locker{cfg: cfg, err: err, store: newRedisStore(client)}
 	l.acquire, l.release = chain(cfg.handlers, l.spin, l.unlock)
 	return l

@@ -99,14 +99,17 @@ func WithHandlers(handlers ...Handler) Option {
 	}
 }
 
-// validate reports every problem of c at once, each wrapping ErrInvalidOption.
+// validate reports every problem of c at once, each wrapping ErrInvalidOption,
+// and normalises the TTL to whole milliseconds.
 func (c *config) validate() error {
 	errs := c.errs
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
 	}
-	if _, err := checkTTL(c.ttl, "WithTTL"); err != nil {
+	if ttl, err := checkTTL(c.ttl, "WithTTL"); err != nil {
 		errs = append(errs, err)
+	} else {
+		c.ttl = ttl // in whole milliseconds
 	}
 	if c.wait < 0 {
 		bad("WithWait(%v): the wait budget must not be negative", c.wait)

@@ -104,7 +104,7 @@ func mayHaveApplied(err error) bool {
 	if errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) {
 		return false
 	}
-	var reply redis.Error // the server answered with an error: the script did not run
+	var reply redis.Error // the server answered with an error: the command did not run
 	if errors.As(err, &reply) {
 		return false
 	}
