@@ -27,9 +27,9 @@
 // success it returns a Lease. If another holder has the key, it sleeps a
 // random time in [min, min+random) (WithSpin), trimmed to what is left of the
 // wait budget (WithWait, cut by the context's deadline) and cut short by the
-// context, then tries again; once the budget is spent it returns ErrTimeout. A Redis failure ends the loop at once
-// with ErrStorage: waiting would not help, and a storage outage must not look
-// like a busy lock.
+// context, then tries again; once the budget is spent it returns ErrTimeout.
+// A Redis failure ends the loop at once with ErrStorage: waiting would not
+// help, and a storage outage must not look like a busy lock.
 //
 // Release runs a compare-and-delete script: the key is deleted only if it
 // still holds the lease's token, so a lease whose TTL ran out never deletes
