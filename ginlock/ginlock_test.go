@@ -417,7 +417,7 @@ func TestReentrantInHandler(t *testing.T) {
 }
 
 func Example() {
-	client := newClient()
+	client := adaptertest.NewClient()
 	defer client.Close()
 	locker := core.New(client, core.WithWait(2*time.Second))
 

@@ -149,3 +149,9 @@ func (b *Barrier) Arrive(timeout time.Duration) bool {
 		return false
 	}
 }
+
+// NewClient returns a client of Shared for examples, which have no
+// testing.TB; the caller closes it.
+func NewClient() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: Shared.Addr(), ContextTimeoutEnabled: true})
+}
