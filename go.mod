@@ -5,8 +5,11 @@ go 1.24
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/gin-gonic/gin v1.11.0
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3
 	github.com/redis/go-redis/v9 v9.22.0
 	go.uber.org/goleak v1.3.0
+	google.golang.org/grpc v1.75.1
+	google.golang.org/protobuf v1.36.11
 )
 
 require (
@@ -43,5 +46,5 @@ require (
 	golang.org/x/sys v0.35.0 // indirect
 	golang.org/x/text v0.27.0 // indirect
 	golang.org/x/tools v0.34.0 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20250707201910-8d1bb00bc6a7 // indirect
 )

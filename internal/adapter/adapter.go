@@ -135,6 +135,13 @@ var ErrLost = fmt.Errorf("%w: the request's lease was lost (its TTL ran out or t
 // call it when the handler returns, before releasing the lease.
 func Hold(ctx context.Context, lease *core.Lease) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(core.ContextWithLease(ctx, lease))
+	return ctx, Watch(ctx, lease, cancel)
+}
+
+// Watch cancels ctx with cause ErrLost when lease.Done closes, until the
+// returned function is called; that function cancels ctx and returns once the
+// watch has ended.
+func Watch(ctx context.Context, lease *core.Lease, cancel context.CancelCauseFunc) (stop func()) {
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
@@ -144,7 +151,7 @@ func Hold(ctx context.Context, lease *core.Lease) (context.Context, func()) {
 		case <-ctx.Done():
 		}
 	}()
-	return ctx, func() {
+	return func() {
 		cancel(context.Canceled)
 		<-exited
 	}
