@@ -1,12 +1,13 @@
 package grpclock_test
 
 import (
+	"context"
+
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 
-	"context"
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/grpclock"
 	"github.com/reqlock/reqlock/keyfunc"
