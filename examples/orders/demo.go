@@ -224,4 +224,3 @@ func (r *demoResult) print(w io.Writer, cfg Config) {
 
 func (r *demoResult) requests() int64 { return r.http.requests.Load() + r.grpc.requests.Load() }
 func (r *demoResult) accepted() int64 { return r.http.accepted.Load() + r.grpc.accepted.Load() }
-
