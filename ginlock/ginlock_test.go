@@ -51,56 +51,20 @@ func do(h http.Handler, ctx context.Context, path, body string, header ...string
 
 func ok(c *gin.Context) { c.String(http.StatusOK, "done") }
 
-// TestOneOrderAtATimeOrdersInParallel fires concurrent requests for three
-// orders: requests for one order never overlap, while the first request of
-// each order meets the others' at a barrier, which only works if different
-// orders run at the same time.
+// TestOneOrderAtATimeOrdersInParallel: requests for one order never overlap,
+// requests for different orders run at the same time (adaptertest.Exclusion).
 func TestOneOrderAtATimeOrdersInParallel(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	e := adaptertest.NewEnv(t, nil, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
-	orders := []string{"a", "b", "c"}
-	const perOrder = 6
 	prefix := adaptertest.Uniq(t)
-	per := map[string]*redistest.Overlap{}
-	first := map[string]*atomic.Bool{}
-	for _, o := range orders {
-		per[prefix+o], first[prefix+o] = &redistest.Overlap{}, &atomic.Bool{}
-	}
-	var all redistest.Overlap
-	meet := adaptertest.NewBarrier(len(orders))
-	var met atomic.Bool
-	met.Store(true)
-	h := router(ginlock.New(e.Locker, orderKey), func(c *gin.Context) {
-		id := c.Param("id")
-		defer per[id].Enter()()
-		defer all.Enter()()
-		if first[id].CompareAndSwap(false, true) && !meet.Arrive(10*time.Second) {
-			met.Store(false)
+	x := adaptertest.NewExclusion([]string{prefix + "a", prefix + "b", prefix + "c"}, 6)
+	h := router(ginlock.New(e.Locker, orderKey), func(c *gin.Context) { x.Handle(c.Param("id")) })
+	x.Run(t, func(order string) error {
+		if w := do(h, context.Background(), "/orders/"+order, ""); w.Code != http.StatusOK {
+			return fmt.Errorf("status %d %s", w.Code, w.Body)
 		}
-		time.Sleep(time.Millisecond) // room for an overlap, were the lock broken
-		c.Status(http.StatusOK)
+		return nil
 	})
-	var wg sync.WaitGroup
-	for i := 0; i < perOrder; i++ {
-		for _, o := range orders {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if w := do(h, context.Background(), "/orders/"+prefix+o, ""); w.Code != http.StatusOK {
-					t.Errorf("order %s: status %d %s", o, w.Code, w.Body)
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	for id, o := range per {
-		if o.Entries() != perOrder || o.Overlaps() != 0 {
-			t.Errorf("order %s: %d requests, %d overlapped", id, o.Entries(), o.Overlaps())
-		}
-	}
-	if !met.Load() || all.Overlaps() == 0 {
-		t.Fatalf("different orders did not run in parallel (barrier met: %v, cross-order overlaps: %d)", met.Load(), all.Overlaps())
-	}
 }
 
 // TestDetectorSeesOverlapsWithoutTheMiddleware is the control of the test
@@ -163,11 +127,7 @@ func TestBusyIs409WithRetryAfter(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	e := adaptertest.NewEnv(t, nil)
 	id := adaptertest.Uniq(t)
-	held, err := e.Locker.Acquire(context.Background(), "order:"+id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(context.Background())
+	e.Hold(t, "order:"+id)
 	var ran atomic.Bool
 	h := router(ginlock.New(e.Locker, orderKey, ginlock.WithWait(30*time.Millisecond), ginlock.WithRetryAfter(1500*time.Millisecond)),
 		func(c *gin.Context) { ran.Store(true) })
@@ -223,11 +183,7 @@ func TestClientGoneAbortsWithoutBody(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	e := adaptertest.NewEnv(t, nil)
 	id := adaptertest.Uniq(t)
-	held, err := e.Locker.Acquire(context.Background(), "order:"+id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(context.Background())
+	e.Hold(t, "order:"+id)
 	ctx, cancel := context.WithCancel(context.Background())
 	var ran atomic.Bool
 	h := router(ginlock.New(e.Locker, orderKey), func(c *gin.Context) { ran.Store(true) })
@@ -406,11 +362,7 @@ func TestReentrantInHandler(t *testing.T) {
 	}
 	// Without the middleware's context the same call is busy: the test above
 	// did rely on reentrancy.
-	outer, err := e.Locker.Acquire(context.Background(), "order:"+id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outer.Release(context.Background())
+	e.Hold(t, "order:"+id)
 	if err := pay(context.Background(), id); !errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("a second holder without the context: %v", err)
 	}

@@ -49,58 +49,22 @@ func TestUnaryOneOrderAtATimeOrdersInParallel(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	e := adaptertest.NewEnv(t, nil, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
 	prefix := adaptertest.Uniq(t)
-	orders := []string{prefix + "a", prefix + "b", prefix + "c"}
-	const perOrder = 6
-	per, first := map[string]*redistest.Overlap{}, map[string]*atomic.Bool{}
-	for _, o := range orders {
-		per[o], first[o] = &redistest.Overlap{}, &atomic.Bool{}
-	}
-	var all redistest.Overlap
-	meet := adaptertest.NewBarrier(len(orders))
-	var met atomic.Bool
-	met.Store(true)
+	x := adaptertest.NewExclusion([]string{prefix + "a", prefix + "b", prefix + "c"}, 6)
 	client := serve(t, &service{do: func(ctx context.Context, req *testsvc.Request) (*testsvc.Reply, error) {
-		id := req.Order.Id
-		defer per[id].Enter()()
-		defer all.Enter()()
-		if first[id].CompareAndSwap(false, true) && !meet.Arrive(10*time.Second) {
-			met.Store(false)
-		}
-		time.Sleep(time.Millisecond)
+		x.Handle(req.Order.Id)
 		return &testsvc.Reply{}, nil
 	}}, grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(e.Locker, orderKey)))
-	var wg sync.WaitGroup
-	for i := 0; i < perOrder; i++ {
-		for _, o := range orders {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := client.Do(context.Background(), order(o)); err != nil {
-					t.Error(err)
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	for id, o := range per {
-		if o.Entries() != perOrder || o.Overlaps() != 0 {
-			t.Errorf("order %s: %d calls, %d overlapped", id, o.Entries(), o.Overlaps())
-		}
-	}
-	if !met.Load() || all.Overlaps() == 0 {
-		t.Fatalf("different orders did not run in parallel (met %v, overlaps %d)", met.Load(), all.Overlaps())
-	}
+	x.Run(t, func(o string) error {
+		_, err := client.Do(context.Background(), order(o))
+		return err
+	})
 }
 
 func TestUnaryStatusCodes(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	e := adaptertest.NewEnv(t, nil, core.WithWait(10*time.Second))
 	id := adaptertest.Uniq(t)
-	held, err := e.Locker.Acquire(context.Background(), "order:"+id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(context.Background())
+	e.Hold(t, "order:"+id)
 	down := redistest.Start(t)
 	dead := adaptertest.NewEnv(t, down, core.WithIOTimeout(300*time.Millisecond))
 	down.Stop()

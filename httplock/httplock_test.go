@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,55 +46,21 @@ func TestOneOrderAtATimeOrdersInParallel(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	e := adaptertest.NewEnv(t, nil, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
 	prefix := adaptertest.Uniq(t)
-	orders := []string{prefix + "a", prefix + "b"}
-	const perOrder = 6
-	per := map[string]*redistest.Overlap{orders[0]: {}, orders[1]: {}}
-	first := map[string]*atomic.Bool{orders[0]: {}, orders[1]: {}}
-	var all redistest.Overlap
-	meet := adaptertest.NewBarrier(len(orders))
-	var met atomic.Bool
-	met.Store(true)
-	h := mux(httplock.New(e.Locker, orderKey), func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		defer per[id].Enter()()
-		defer all.Enter()()
-		if first[id].CompareAndSwap(false, true) && !meet.Arrive(10*time.Second) {
-			met.Store(false)
+	x := adaptertest.NewExclusion([]string{prefix + "a", prefix + "b"}, 6)
+	h := mux(httplock.New(e.Locker, orderKey), func(w http.ResponseWriter, r *http.Request) { x.Handle(r.PathValue("id")) })
+	x.Run(t, func(order string) error {
+		if w := do(h, context.Background(), "/orders/"+order, ""); w.Code != http.StatusOK {
+			return fmt.Errorf("status %d %s", w.Code, w.Body)
 		}
-		time.Sleep(time.Millisecond)
+		return nil
 	})
-	var wg sync.WaitGroup
-	for i := 0; i < perOrder; i++ {
-		for _, o := range orders {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if w := do(h, context.Background(), "/orders/"+o, ""); w.Code != http.StatusOK {
-					t.Errorf("status %d %s", w.Code, w.Body)
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	for id, o := range per {
-		if o.Entries() != perOrder || o.Overlaps() != 0 {
-			t.Errorf("order %s: %d requests, %d overlapped", id, o.Entries(), o.Overlaps())
-		}
-	}
-	if !met.Load() || all.Overlaps() == 0 {
-		t.Fatalf("different orders did not run in parallel (met %v, overlaps %d)", met.Load(), all.Overlaps())
-	}
 }
 
 func TestAnswers(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	e := adaptertest.NewEnv(t, nil)
 	id := adaptertest.Uniq(t)
-	held, err := e.Locker.Acquire(context.Background(), "order:"+id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(context.Background())
+	e.Hold(t, "order:"+id)
 	down := redistest.Start(t)
 	dead := adaptertest.NewEnv(t, down, core.WithIOTimeout(300*time.Millisecond))
 	down.Stop()
@@ -153,11 +118,7 @@ func TestAnswers(t *testing.T) {
 func TestCustomHandlersAndPathParam(t *testing.T) {
 	e := adaptertest.NewEnv(t, nil)
 	id := adaptertest.Uniq(t)
-	held, err := e.Locker.Acquire(context.Background(), "order:"+id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(context.Background())
+	e.Hold(t, "order:"+id)
 	var busy, other error
 	mw := httplock.New(e.Locker, orderKey, httplock.WithWait(time.Millisecond),
 		httplock.WithBusyHandler(func(w http.ResponseWriter, r *http.Request, err error) { busy = err; w.WriteHeader(429) }),

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,4 +155,77 @@ func (b *Barrier) Arrive(timeout time.Duration) bool {
 // testing.TB; the caller closes it.
 func NewClient() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: Shared.Addr(), ContextTimeoutEnabled: true})
+}
+
+// Hold takes name with e's Locker for the rest of the test, as another
+// instance of the service would.
+func (e *Env) Hold(t testing.TB, name string) *core.Lease {
+	t.Helper()
+	lease, err := e.Locker.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lease.Release(context.Background()) })
+	return lease
+}
+
+// Exclusion fires concurrent requests for several orders at a handler and
+// checks that requests for one order never overlap while different orders
+// run in parallel: the first request of each order waits at a barrier for
+// the first of every other order, which only works if they run at once.
+type Exclusion struct {
+	orders   []string
+	perOrder int
+	per      map[string]*redistest.Overlap
+	first    map[string]*atomic.Bool
+	all      redistest.Overlap
+	meet     *Barrier
+	missed   atomic.Bool
+}
+
+// NewExclusion prepares perOrder requests for each of orders.
+func NewExclusion(orders []string, perOrder int) *Exclusion {
+	x := &Exclusion{orders: orders, perOrder: perOrder, per: map[string]*redistest.Overlap{},
+		first: map[string]*atomic.Bool{}, meet: NewBarrier(len(orders))}
+	for _, o := range orders {
+		x.per[o], x.first[o] = &redistest.Overlap{}, &atomic.Bool{}
+	}
+	return x
+}
+
+// Handle is the critical section of a request for order; handlers call it.
+func (x *Exclusion) Handle(order string) {
+	defer x.per[order].Enter()()
+	defer x.all.Enter()()
+	if x.first[order].CompareAndSwap(false, true) && !x.meet.Arrive(10*time.Second) {
+		x.missed.Store(true)
+	}
+	time.Sleep(time.Millisecond) // room for an overlap, were the lock broken
+}
+
+// Run sends all the requests at once with call, then checks what the
+// handler saw.
+func (x *Exclusion) Run(t *testing.T, call func(order string) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := 0; i < x.perOrder; i++ {
+		for _, o := range x.orders {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := call(o); err != nil {
+					t.Errorf("order %s: %v", o, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for id, o := range x.per {
+		if o.Entries() != int64(x.perOrder) || o.Overlaps() != 0 {
+			t.Errorf("order %s: %d requests, %d overlapped", id, o.Entries(), o.Overlaps())
+		}
+	}
+	if x.missed.Load() || x.all.Overlaps() == 0 {
+		t.Fatalf("different orders did not run in parallel (barrier missed: %v, cross-order overlaps: %d)", x.missed.Load(), x.all.Overlaps())
+	}
 }
