@@ -61,11 +61,12 @@
 //
 // Local locks are keyed by the Redis key of the lock (prefix and name, see
 // core.Locker.Key), so Lockers with different prefixes can share a Guard
-// without serialising each other. Lockers that share a Guard must not use the
-// same prefix on different Redis deployments: their locks would share local
-// locks, and a handoff could pass one deployment's lock to the other's
-// waiter. Give such Lockers a Guard each. A Guard serves one process; each
-// process of a service builds its own.
+// without serialising each other. A handler cannot tell Lockers apart
+// otherwise: Lockers that share a Guard and a prefix share its local locks,
+// and a handoff may pass one Locker's lease to the other's waiter, which then
+// holds a lease of the first Locker (its Redis deployment, its handlers).
+// Give such Lockers distinct prefixes or a Guard each. A Guard serves one
+// process; each process of a service builds its own.
 //
 // Put the Guard after handlers that should see the whole acquire, such as
 // telemetry (core.WithHandlers(telemetry, guard)): they then see the local

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -115,7 +116,7 @@ func TestSharedGuardKeysByRedisKey(t *testing.T) {
 // a name contended in this process gets a local lock that stays while hot.
 func TestAutomaticDetection(t *testing.T) {
 	leakCheck(t)
-	in := newInstance(t, []hotspot.Option{hotspot.WithHotPeriod(200 * time.Millisecond)}, fastSpin)
+	in := newInstance(t, []hotspot.Option{hotspot.WithHotPeriod(time.Second)}, fastSpin)
 	ctx := context.Background()
 	for i := 0; i < 50; i++ {
 		lease, err := in.locker.Acquire(ctx, uniq(t))
@@ -137,12 +138,7 @@ func TestAutomaticDetection(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lease, err := in.locker.Acquire(ctx, name)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			_ = lease.Release(ctx)
+			in.once(t, name, nil)
 		}()
 	}
 	in.parked(t, name, 2) // the holder came first and took no local lock
@@ -160,7 +156,7 @@ func TestAutomaticDetection(t *testing.T) {
 	if s := in.guard.Stats(); s.Hits != 3 {
 		t.Fatalf("a lone acquire of a hot name: %d hits, want 3", s.Hits)
 	}
-	time.Sleep(250 * time.Millisecond) // the hot period passes
+	time.Sleep(1100 * time.Millisecond) // the hot period passes
 	lease, err = in.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -185,19 +181,37 @@ func TestHotPeriodZeroTurnsDetectionOff(t *testing.T) {
 	}
 }
 
+// waitProbe is a handler that records Request.LocalWait as seen by a handler
+// outside the Guard, such as telemetry.
+type waitProbe struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (p *waitProbe) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+	lease, err := next(ctx, req)
+	p.mu.Lock()
+	p.waits = append(p.waits, req.LocalWait)
+	p.mu.Unlock()
+	return lease, err
+}
+
+func (p *waitProbe) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
+	return next(ctx, lease)
+}
+
+// all returns the waits recorded, in the order the acquires returned.
+func (p *waitProbe) all() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.waits)
+}
+
 // Waiters wait in the process: while a name is held locally, they send
 // nothing to Redis, and they report the time waited in Request.LocalWait.
 func TestLocalWaitSendsNothing(t *testing.T) {
 	leakCheck(t)
-	var mu sync.Mutex
-	var waits []time.Duration
-	probe := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-		lease, err := next(ctx, req)
-		mu.Lock()
-		waits = append(waits, req.LocalWait)
-		mu.Unlock()
-		return lease, err
-	}}
+	probe := &waitProbe{}
 	name := uniq(t)
 	c := shared.Client(t)
 	rt := &roundTrips{}
@@ -229,9 +243,7 @@ func TestLocalWaitSendsNothing(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(waits) != 2 || waits[0] > 10*time.Millisecond || waits[1] < 50*time.Millisecond {
+	if waits := probe.all(); len(waits) != 2 || waits[0] > 10*time.Millisecond || waits[1] < 50*time.Millisecond {
 		t.Fatalf("LocalWait of holder and waiter = %v, want about 0 and at least 50ms", waits)
 	}
 }
@@ -375,15 +387,7 @@ func TestHandoffRacesWithGivingUp(t *testing.T) {
 func TestHandoffStreak(t *testing.T) {
 	leakCheck(t)
 	name := uniq(t)
-	var probeMu sync.Mutex
-	var waits []time.Duration
-	probe := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-		lease, err := next(ctx, req)
-		probeMu.Lock()
-		waits = append(waits, req.LocalWait)
-		probeMu.Unlock()
-		return lease, err
-	}}
+	probe := &waitProbe{}
 	const k = 2
 	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name), hotspot.WithHandoff(k)})
 	l := core.New(in.client, core.WithHandlers(probe, in.guard))
@@ -430,14 +434,38 @@ func TestHandoffStreak(t *testing.T) {
 	if n := in.rt.n.Load(); n != 3 {
 		t.Errorf("%d round trips for four critical sections, want 3", n)
 	}
-	probeMu.Lock()
-	for _, w := range waits[1:] {
+	for _, w := range probe.all()[1:] {
 		if w <= 0 {
 			t.Errorf("a waiter's LocalWait is %v", w)
 		}
 	}
-	probeMu.Unlock()
 	in.settled(t, name)
+}
+
+// queue takes name in in and starts one local waiter behind the holder; the
+// returned function waits for the waiter's lease.
+func (in *instance) queue(t *testing.T, name string) (holder *core.Lease, waiter func() *core.Lease) {
+	t.Helper()
+	holder, err := in.locker.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *core.Lease, 1)
+	go func() {
+		lease, err := in.locker.Acquire(context.Background(), name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	in.parked(t, name, 2)
+	return holder, func() *core.Lease {
+		lease := <-got
+		if lease == nil {
+			t.FailNow()
+		}
+		return lease
+	}
 }
 
 // A lease that is no longer held is not handed off as if it were: the waiter
@@ -447,19 +475,7 @@ func TestHandoffOfALostLease(t *testing.T) {
 	name := uniq(t)
 	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name), hotspot.WithHandoff(3)}, fastSpin)
 	ctx := context.Background()
-	holder, err := in.locker.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan *core.Lease, 1)
-	go func() {
-		lease, err := in.locker.Acquire(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lease
-	}()
-	in.parked(t, name, 2)
+	holder, waiter := in.queue(t, name)
 	if err := in.client.Del(ctx, holder.Key()).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -467,10 +483,7 @@ func TestHandoffOfALostLease(t *testing.T) {
 		t.Fatalf("Extend of a deleted lock = %v, want ErrNotHeld", err)
 	}
 	_ = holder.Release(ctx)
-	lease := <-got
-	if lease == nil {
-		t.FailNow()
-	}
+	lease := waiter()
 	if lease.Token() == holder.Token() {
 		t.Fatal("the waiter took over a lost lease")
 	}
@@ -492,27 +505,12 @@ func TestExpiredLeaseIsNotHandedOff(t *testing.T) {
 	name := uniq(t)
 	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name), hotspot.WithHandoff(3)}, fastSpin, core.WithTTL(60*time.Millisecond))
 	ctx := context.Background()
-	holder, err := in.locker.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan *core.Lease, 1)
-	go func() {
-		lease, err := in.locker.Acquire(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lease
-	}()
-	in.parked(t, name, 2)
+	holder, waiter := in.queue(t, name)
 	time.Sleep(80 * time.Millisecond)
 	if err := holder.Release(ctx); !errors.Is(err, core.ErrNotHeld) {
 		t.Fatalf("Release of an expired lease = %v, want ErrNotHeld", err)
 	}
-	lease := <-got
-	if lease == nil {
-		t.FailNow()
-	}
+	lease := waiter()
 	if lease.Token() == holder.Token() || in.guard.Stats().Handoffs != 0 {
 		t.Fatal("an expired lease was handed off")
 	}
@@ -540,13 +538,7 @@ func TestHeldEntryIsNeverEvicted(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lease, err := in.locker.Acquire(ctx, name)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			o.Enter()()
-			_ = lease.Release(ctx)
+			in.once(t, name, &o)
 		}()
 	}
 	arrive()
