@@ -85,7 +85,7 @@ func (g *Guard) Acquire(ctx context.Context, req *core.Request, next core.Acquir
 	}()
 	_, pinned := g.cfg.keys[req.Name]
 	create := pinned || (shared && g.cfg.hotFor > 0)
-	e, bypassed := g.table.join(req.Key, create, pinned, time.Now())
+	e, bypassed := g.table.join(req.Key, create, pinned)
 	if bypassed {
 		g.bypasses.Add(1)
 	}
@@ -106,9 +106,7 @@ func (g *Guard) Acquire(ctx context.Context, req *core.Request, next core.Acquir
 // acquireLocal waits for h.e's local lock, then takes the lock in Redis, or
 // takes over the lease handed off with the local lock.
 func (g *Guard) acquireLocal(ctx context.Context, req *core.Request, next core.AcquireFunc, h *hold) (*core.Lease, error) {
-	start := time.Now()
 	prev, err := g.wait(ctx, req, h.e)
-	req.LocalWait = time.Since(start)
 	if err != nil {
 		return nil, err
 	}
@@ -123,14 +121,16 @@ func (g *Guard) acquireLocal(ctx context.Context, req *core.Request, next core.A
 }
 
 // wait takes e's local lock, or a lease handed off with it (see handoff.go),
-// before req.Deadline and the end of ctx.
+// before req.Deadline and the end of ctx, and sets req.LocalWait.
 func (g *Guard) wait(ctx context.Context, req *core.Request, e *entry) (*core.Lease, error) {
 	select {
 	case <-e.lock:
-		return nil, nil
+		return nil, nil // free: no wait, and no clock read
 	default:
 	}
-	left := time.Until(req.Deadline)
+	start := time.Now()
+	defer func() { req.LocalWait = time.Since(start) }()
+	left := req.Deadline.Sub(start)
 	if left <= 0 {
 		return nil, req.TimeoutErr(ctx)
 	}
@@ -173,7 +173,7 @@ func (g *Guard) done(h *hold) {
 			h.locked = false
 			h.e.lock <- struct{}{} // never blocks: the token was ours
 		}
-		g.table.leave(h.e, time.Now())
+		g.table.leave(h.e)
 		h.e = nil // a lease kept after its release keeps no entry alive
 
 	}

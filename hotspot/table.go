@@ -29,9 +29,10 @@ type entry struct {
 	pinned   bool      // a name given to WithKeys: always hot
 }
 
-// hot reports whether e is worth keeping while nobody uses it.
-func (e *entry) hot(now time.Time) bool {
-	return e.pinned || now.Before(e.hotUntil)
+// hot reports whether e is worth keeping while nobody uses it. It reads the
+// clock only for an entry that was ever contended.
+func (e *entry) hot(now func() time.Time) bool {
+	return e.pinned || (!e.hotUntil.IsZero() && now().Before(e.hotUntil))
 }
 
 // table is the bounded map from Redis key to local lock. Entries in use
@@ -44,6 +45,7 @@ type table struct {
 	capacity int
 	hotFor   time.Duration
 	handoff  bool
+	now      func() time.Time // the clock; tests set their own
 
 	mu        sync.Mutex
 	busy      map[string]*entry
@@ -56,7 +58,7 @@ func newTable(capacity int, hotFor time.Duration, handoff bool) *table {
 	if err != nil { // capacity was validated by New
 		panic(err)
 	}
-	return &table{capacity: capacity, hotFor: hotFor, handoff: handoff, busy: make(map[string]*entry), idle: idle}
+	return &table{capacity: capacity, hotFor: hotFor, handoff: handoff, now: time.Now, busy: make(map[string]*entry), idle: idle}
 }
 
 // join registers a holder or waiter for key and returns its entry, pinned
@@ -64,14 +66,14 @@ func newTable(capacity int, hotFor time.Duration, handoff bool) *table {
 // set; it returns nil then, and bypassed true when the table is full of
 // entries in use. A second goroutine joining an entry makes it hot for the
 // hot period.
-func (t *table) join(key string, create, pinned bool, now time.Time) (e *entry, bypassed bool) {
+func (t *table) join(key string, create, pinned bool) (e *entry, bypassed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e = t.busy[key]
 	if e == nil {
 		if idle, ok := t.idle.Peek(key); ok {
 			t.idle.Remove(key)
-			if create || idle.hot(now) {
+			if create || idle.hot(t.now) {
 				e = idle
 				t.busy[key] = e
 			} // else its hot period is over: it goes, and the name is cold again
@@ -93,7 +95,7 @@ func (t *table) join(key string, create, pinned bool, now time.Time) (e *entry, 
 	e.pinned = e.pinned || pinned
 	e.refs++
 	if e.refs > 1 && t.hotFor > 0 {
-		e.hotUntil = now.Add(t.hotFor)
+		e.hotUntil = t.now().Add(t.hotFor)
 	}
 	return e, false
 }
@@ -109,14 +111,14 @@ func (t *table) newEntry(key string) *entry {
 
 // leave ends what join began. The last one out moves e to the idle list if
 // it is hot, and drops it otherwise.
-func (t *table) leave(e *entry, now time.Time) {
+func (t *table) leave(e *entry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e.refs--; e.refs > 0 {
 		return
 	}
 	delete(t.busy, e.key)
-	if e.hot(now) {
+	if e.hot(t.now) {
 		t.idle.Add(e.key, e) // never evicts: e was counted in busy
 	}
 }

@@ -9,16 +9,16 @@ import (
 
 // contended joins key twice and leaves twice, as two goroutines contending
 // for it would: the entry turns hot and stays idle in the table.
-func contended(t *testing.T, tb *table, key string, now time.Time) *entry {
-	e, bypassed := tb.join(key, true, false, now)
+func contended(t *testing.T, tb *table, key string) *entry {
+	e, bypassed := tb.join(key, true, false)
 	if e == nil || bypassed {
 		t.Fatalf("join(%q) = %v, %v", key, e, bypassed)
 	}
-	if again, _ := tb.join(key, false, false, now); again != e {
+	if again, _ := tb.join(key, false, false); again != e {
 		t.Fatalf("a second join of %q found another entry", key)
 	}
-	tb.leave(e, now)
-	tb.leave(e, now)
+	tb.leave(e)
+	tb.leave(e)
 	return e
 }
 
@@ -27,17 +27,16 @@ func contended(t *testing.T, tb *table, key string, now time.Time) *entry {
 func TestTableMillionNames(t *testing.T) {
 	const capacity, names = 1000, 1_000_000
 	tb := newTable(capacity, time.Hour, true)
-	now := time.Now()
 	key := make([]byte, 0, 32)
 	name := func(i int) string { return string(strconv.AppendInt(append(key[:0], "orders:"...), int64(i), 10)) }
 	for i := 0; i < capacity; i++ {
-		contended(t, tb, name(i), now)
+		contended(t, tb, name(i))
 	}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := capacity; i < names; i++ {
-		contended(t, tb, name(i), now)
+		contended(t, tb, name(i))
 		if i%10_000 == 0 {
 			if size, _ := tb.size(); size > capacity {
 				t.Fatalf("size %d over the capacity after %d names", size, i)
@@ -61,14 +60,13 @@ func TestTableMillionNames(t *testing.T) {
 // every entry is in use, a new name bypasses the table.
 func TestTableNeverEvictsBusyEntries(t *testing.T) {
 	tb := newTable(3, time.Hour, false)
-	now := time.Now()
-	held, _ := tb.join("held", true, false, now)
-	waited, _ := tb.join("waited", true, false, now)
-	if again, _ := tb.join("waited", true, false, now); again != waited {
+	held, _ := tb.join("held", true, false)
+	waited, _ := tb.join("waited", true, false)
+	if again, _ := tb.join("waited", true, false); again != waited {
 		t.Fatal("a waiter got another entry")
 	}
 	for i := 0; i < 1000; i++ {
-		contended(t, tb, "other"+strconv.Itoa(i), now)
+		contended(t, tb, "other"+strconv.Itoa(i))
 		if size, _ := tb.size(); size > 3 {
 			t.Fatalf("size %d over the capacity", size)
 		}
@@ -76,18 +74,18 @@ func TestTableNeverEvictsBusyEntries(t *testing.T) {
 	if _, evictions := tb.size(); evictions != 999 {
 		t.Fatalf("%d evictions, want 999", evictions)
 	}
-	if e, _ := tb.join("held", false, false, now); e != held {
+	if e, _ := tb.join("held", false, false); e != held {
 		t.Fatal("the held entry was evicted")
 	}
-	if e, _ := tb.join("waited", false, false, now); e != waited {
+	if e, _ := tb.join("waited", false, false); e != waited {
 		t.Fatal("the waited-on entry was evicted")
 	}
-	third, _ := tb.join("third", true, false, now) // evicts the last idle one
-	if e, bypassed := tb.join("fourth", true, false, now); e != nil || !bypassed {
+	third, _ := tb.join("third", true, false) // evicts the last idle one
+	if e, bypassed := tb.join("fourth", true, false); e != nil || !bypassed {
 		t.Fatalf("a full table of busy entries: join = %v, bypassed %v; want a bypass", e, bypassed)
 	}
-	tb.leave(third, now)
-	if e, bypassed := tb.join("fourth", true, false, now); e == nil || bypassed {
+	tb.leave(third)
+	if e, bypassed := tb.join("fourth", true, false); e == nil || bypassed {
 		t.Fatal("no room after an entry went idle")
 	}
 }
@@ -97,29 +95,31 @@ func TestTableNeverEvictsBusyEntries(t *testing.T) {
 func TestTableKeepsHotEntriesOnly(t *testing.T) {
 	tb := newTable(10, time.Second, false)
 	now := time.Now()
-	e, _ := tb.join("cold", true, false, now)
-	tb.leave(e, now)
+	tb.now = func() time.Time { return now }
+	e, _ := tb.join("cold", true, false)
+	tb.leave(e)
 	if size, _ := tb.size(); size != 0 {
 		t.Fatalf("an uncontended entry stayed (size %d)", size)
 	}
-	hot := contended(t, tb, "hot", now)
-	pinned, _ := tb.join("pinned", true, true, now)
-	tb.leave(pinned, now)
+	hot := contended(t, tb, "hot")
+	pinned, _ := tb.join("pinned", true, true)
+	tb.leave(pinned)
 	if size, _ := tb.size(); size != 2 {
 		t.Fatalf("size %d, want the hot and the pinned entry", size)
 	}
-	if e, _ := tb.join("hot", false, false, now.Add(time.Second/2)); e != hot {
+	now = now.Add(time.Second / 2)
+	if e, _ := tb.join("hot", false, false); e != hot {
 		t.Fatal("a hot entry was not found within its hot period")
 	}
-	tb.leave(hot, now.Add(time.Second/2))
-	later := now.Add(2 * time.Second)
-	if e, _ := tb.join("hot", false, false, later); e != nil {
+	tb.leave(hot)
+	now = now.Add(2 * time.Second)
+	if e, _ := tb.join("hot", false, false); e != nil {
 		t.Fatal("an entry past its hot period was used")
 	}
-	if e, _ := tb.join("pinned", false, false, later); e != pinned {
+	if e, _ := tb.join("pinned", false, false); e != pinned {
 		t.Fatal("a pinned entry went")
 	}
-	tb.leave(pinned, later)
+	tb.leave(pinned)
 	if size, _ := tb.size(); size != 1 {
 		t.Fatalf("size %d, want the pinned entry only", size)
 	}
