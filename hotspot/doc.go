@@ -66,7 +66,9 @@
 // and a handoff may pass one Locker's lease to the other's waiter, which then
 // holds a lease of the first Locker (its Redis deployment, its handlers).
 // Give such Lockers distinct prefixes or a Guard each. A Guard serves one
-// process; each process of a service builds its own.
+// process; each process of a service builds its own. Put at most one Guard
+// in a Locker's chain: a Guard that hands a lease off skips the handlers
+// inside it, so a second Guard there would never see that lease released.
 //
 // Put the Guard after handlers that should see the whole acquire, such as
 // telemetry (core.WithHandlers(telemetry, guard)): they then see the local

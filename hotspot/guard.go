@@ -54,8 +54,9 @@ func (g *Guard) Err() error {
 	return g.err
 }
 
-// holdKey is the Lease value under which the Guard keeps its hold.
-type holdKey struct{}
+// holdKey is the Lease value under which a Guard keeps its hold; it names
+// the Guard, so that two Guards in one chain keep their holds apart.
+type holdKey struct{ g *Guard }
 
 // hold is what one acquire through the Guard took, kept on its lease so that
 // the release finds it without a lookup by name.
@@ -99,7 +100,7 @@ func (g *Guard) Acquire(ctx context.Context, req *core.Request, next core.Acquir
 	if err != nil {
 		return nil, err
 	}
-	lease.SetValue(holdKey{}, h)
+	lease.SetValue(holdKey{g}, h)
 	return lease, nil
 }
 
@@ -152,7 +153,7 @@ func (g *Guard) wait(ctx context.Context, req *core.Request, e *entry) (*core.Le
 // hands the lease off to a local waiter without calling next (WithHandoff).
 // It finds the local lock through the lease, never by name.
 func (g *Guard) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
-	h, _ := lease.Value(holdKey{}).(*hold)
+	h, _ := lease.Value(holdKey{g}).(*hold)
 	if h == nil { // not acquired through this Guard
 		return next(ctx, lease)
 	}

@@ -710,3 +710,23 @@ func TestCounters(t *testing.T) {
 		t.Fatalf("Counters() = %v, want %v", got, want)
 	}
 }
+
+// Two Guards in one chain keep their own holds on a lease.
+func TestTwoGuardsInOneChain(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	outer, inner := hotspot.New(hotspot.WithKeys(name)), hotspot.New(hotspot.WithKeys(name))
+	l := core.New(shared.Client(t), core.WithHandlers(outer, inner), core.WithWait(0))
+	for range 3 {
+		lease, err := l.Acquire(context.Background(), name)
+		if err != nil {
+			t.Fatalf("a Guard kept its local lock after the release: %v", err)
+		}
+		if err := lease.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if outer.InFlight() != 0 || inner.InFlight() != 0 {
+		t.Fatalf("in flight: outer %d, inner %d", outer.InFlight(), inner.InFlight())
+	}
+}
