@@ -70,7 +70,9 @@
 // in a Locker's chain: a Guard that hands a lease off skips the handlers
 // inside it, so a second Guard there would never see that lease released.
 //
-// Put the Guard after handlers that should see the whole acquire, such as
-// telemetry (core.WithHandlers(telemetry, guard)): they then see the local
-// wait in Request.LocalWait and the time spent in Redis apart.
+// Put the Guard after handlers that should see every acquire and release,
+// such as telemetry: core.WithHandlers(telemetry, guard). They then see the
+// local wait in Request.LocalWait and the time spent in Redis apart. Handlers
+// after the Guard see only what reaches Redis: not an acquire served by a
+// handoff, nor the release that handed the lease off.
 package hotspot
