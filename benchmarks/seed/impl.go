@@ -26,9 +26,10 @@ type Counted interface {
 
 // Env is what a worker process gives an implementation.
 type Env struct {
-	// Addr is the Redis address, for clients of other libraries.
+	// Addr is the address every client dials: the delaying proxy in front of
+	// Redis.
 	Addr string
-	// Params is the experiment's shape: wait, TTL and sleep to configure.
+	// Params is the run's shape: wait, TTL and sleep to configure.
 	Params Params
 	// Client is a go-redis client of Addr whose round trips are counted.
 	Client *redis.Client
@@ -41,22 +42,45 @@ type Env struct {
 type Impl struct {
 	// Name labels the table's row and selects the implementation.
 	Name string
-	// Open builds the Lock of one worker process.
+	// Peer is set for the implementations reqlock is compared with.
+	Peer bool
+	// Config says how the implementation is configured for the run, for
+	// the README.
+	Config string
+	// Open builds the Lock of one worker process. If the Lock is an
+	// io.Closer, the worker closes it at the end.
 	Open func(env *Env) (Lock, error)
 }
 
-// HandoffK is the WithHandoff bound of the handoff variant: one less than
+// HandoffK is the WithHandoff bound of the handoff variants: one less than
 // the parallel acquires of a round, so that one Redis acquire can serve a
 // whole round of a process (at most Goroutines-1 waiters queue behind a
 // holder) while no process keeps the lock for more than k+1 = 4 critical
 // sections in a row.
 const HandoffK = 3
 
-// Impls are the implementations the experiment compares, in table order.
+// Best names the reqlock variant with the best settings for a hot name: the
+// one the README compares with every peer.
+var Best = Impls[len(Impls)-1].Name
+
+// Impls are the implementations the experiment compares, in table order:
+// the seed's own algorithm, the peers, and reqlock from its plain Locker to
+// its best settings.
 var Impls = []Impl{
-	{Name: "reqlock", Open: openReqlock()},
-	{Name: "reqlock+hotspot", Open: openReqlock(hotspot.WithCapacity(1000))},
-	{Name: fmt.Sprintf("reqlock+hotspot+handoff%d", HandoffK), Open: openReqlock(hotspot.WithCapacity(1000), hotspot.WithHandoff(HandoffK))},
+	{Name: "seed algorithm", Peer: true, Open: openPlain,
+		Config: "SET NX PX, sleep 10–20 ms, compare-and-delete script; go-redis"},
+	{Name: "bsm/redislock", Peer: true, Open: openRedislock,
+		Config: "Obtain with a context deadline of the wait budget, TTL 10 s, a RetryStrategy sleeping 10–20 ms at random"},
+	{Name: "go-redsync/redsync", Peer: true, Open: openRedsync,
+		Config: "one pool (goredis v9), expiry 10 s, a context deadline of the wait budget with unlimited tries, retry delay 10–20 ms at random"},
+	{Name: "rueidislock", Peer: true, Open: openRueidislock,
+		Config: "KeyMajority 1 (one key, as the others), KeyValidity 10 s, TryNextAfter 1 s (the I/O timeout), wait budget by cancelling the wait after 3 s; wakes on client-side-caching invalidations, no sleep"},
+	{Name: "reqlock", Open: openReqlock(nil),
+		Config: "core.New with WithTTL(10s), WithWait(3s), WithSpin(10ms, 10ms)"},
+	{Name: "reqlock+hotspot", Open: openReqlock(nil, hotspot.WithCapacity(1000)),
+		Config: "as reqlock, with a hotspot Guard (capacity 1000, automatic detection)"},
+	{Name: fmt.Sprintf("reqlock+hotspot+handoff%d", HandoffK), Open: openReqlock(nil, hotspot.WithCapacity(1000), hotspot.WithHandoff(HandoffK)),
+		Config: fmt.Sprintf("as reqlock+hotspot, with WithHandoff(%d)", HandoffK)},
 }
 
 // Lookup returns the implementations named in the comma-separated list names
@@ -85,12 +109,14 @@ func find(name string) (Impl, bool) {
 	return Impl{}, false
 }
 
-// openReqlock returns the constructor of a core.Locker, with a hotspot Guard
-// in front of it when guardOpts are given.
-func openReqlock(guardOpts ...hotspot.Option) func(env *Env) (Lock, error) {
+// openReqlock returns the constructor of a core.Locker with the seed's
+// settings and extra, with a hotspot Guard in front of it when guardOpts are
+// given.
+func openReqlock(extra []core.Option, guardOpts ...hotspot.Option) func(env *Env) (Lock, error) {
 	return func(env *Env) (Lock, error) {
 		p := env.Params
 		opts := []core.Option{core.WithTTL(p.TTL), core.WithWait(p.Wait), core.WithSpin(p.SpinMin, p.SpinRandom)}
+		opts = append(opts, extra...)
 		var guard *hotspot.Guard
 		if guardOpts != nil {
 			guard = hotspot.New(guardOpts...)

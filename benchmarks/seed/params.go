@@ -6,31 +6,60 @@ import (
 	"time"
 )
 
-// Params is the shape of one experiment.
+// Params is the shape of one run: the lock settings every implementation is
+// given, the simulated network, and the shape of each scenario.
 type Params struct {
-	Procs      int           // worker processes (the seed's instances)
-	Goroutines int           // parallel acquires per round in a process
-	Attempts   int           // acquires per process, in rounds of Goroutines
-	Name       string        // the lock name all attempts contend for
+	// The seed experiment (scenario 1).
+	Procs      int    // worker processes (the seed's instances)
+	Goroutines int    // parallel acquires per round in a process
+	Attempts   int    // acquires per process, in rounds of Goroutines
+	Name       string // the lock name all attempts contend for
+
+	// Lock settings, for every implementation whose API has them.
 	Wait       time.Duration // wait budget of an acquire
 	TTL        time.Duration // lock lifetime
 	SpinMin    time.Duration // sleep between attempts: [SpinMin, SpinMin+SpinRandom)
 	SpinRandom time.Duration
+
+	// RTT is the round trip the delaying proxy adds to every exchange with
+	// Redis (half of it each way); zero forwards without delay.
+	RTT time.Duration
+
+	// The continuous hot key (scenario 2): HotProcs processes × HotGoroutines
+	// goroutines acquire Name in a loop for HotFor.
+	HotProcs      int
+	HotGoroutines int
+	HotFor        time.Duration
+
+	// The uncontended lock (scenario 3): one goroutine acquires and releases
+	// SoloOps distinct names in turn.
+	SoloOps int
 }
+
+// DefaultRTT is the simulated round trip of a run: a client one millisecond
+// away from Redis, as across availability zones of one region.
+const DefaultRTT = time.Millisecond
 
 // SeedParams returns the seed's shape: 3 processes × 400 attempts on
 // lock_key in rounds of 4 parallel acquires (1200 attempts in all), wait 3 s,
-// TTL 10 s, sleep 10–20 ms.
+// TTL 10 s, sleep 10–20 ms, over a simulated round trip of DefaultRTT; and
+// the other scenarios at the same scale: 3 × 4 goroutines on one hot key for
+// 5 s, and 500 uncontended acquires.
 func SeedParams() Params {
 	return Params{
-		Procs:      3,
-		Goroutines: 4,
-		Attempts:   400,
-		Name:       "lock_key",
-		Wait:       3 * time.Second,
-		TTL:        10 * time.Second,
-		SpinMin:    10 * time.Millisecond,
-		SpinRandom: 10 * time.Millisecond,
+		Procs:         3,
+		Goroutines:    4,
+		Attempts:      400,
+		Name:          "lock_key",
+		Wait:          3 * time.Second,
+		TTL:           10 * time.Second,
+		SpinMin:       10 * time.Millisecond,
+		SpinRandom:    10 * time.Millisecond,
+		RTT:           DefaultRTT,
+		HotProcs:      3,
+		HotGoroutines: 4,
+		HotFor:        5 * time.Second,
+		SoloOps:       500,
 	}
 }
 
@@ -38,8 +67,14 @@ func (p Params) validate() error {
 	if p.Procs < 1 || p.Goroutines < 1 || p.Attempts < 1 {
 		return fmt.Errorf("seed: procs, goroutines and attempts must be at least 1 (got %d, %d, %d)", p.Procs, p.Goroutines, p.Attempts)
 	}
-	if p.Name == "" || p.Wait < 0 || p.TTL <= 0 || p.SpinMin < 0 || p.SpinRandom < 0 {
+	if p.HotProcs < 1 || p.HotGoroutines < 1 || p.HotFor <= 0 || p.SoloOps < 1 {
+		return fmt.Errorf("seed: the hot-key scenario needs at least 1 process and goroutine and a positive duration, the uncontended one at least 1 acquire (got %d, %d, %v, %d)", p.HotProcs, p.HotGoroutines, p.HotFor, p.SoloOps)
+	}
+	if p.Name == "" || p.Wait < 0 || p.TTL <= 0 || p.SpinMin < 0 || p.SpinRandom < 0 || p.RTT < 0 {
 		return errors.New("seed: the name must not be empty, the TTL must be positive and no duration negative")
+	}
+	if p.SpinMin+p.SpinRandom <= 0 {
+		return errors.New("seed: the sleep between attempts must be positive")
 	}
 	return nil
 }

@@ -3,12 +3,16 @@ package seed
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 )
 
 // RoundTrips counts Redis round trips: as a go-redis hook, one per command
-// or pipeline sent.
+// or pipeline sent; countedRueidis adds those of a rueidis client. The
+// commands of a go-redis PubSub do not pass the hooks: the runner adds the
+// SUBSCRIBE and UNSUBSCRIBE calls Redis counted.
 type RoundTrips struct{ n atomic.Int64 }
 
 // Add counts n round trips made outside go-redis.
@@ -34,4 +38,31 @@ func (c *RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 		c.n.Add(1)
 		return next(ctx, cmds)
 	}
+}
+
+// countedRueidis counts the round trips of a rueidis client: one per call
+// of Do or DoCache, and one per DoMulti or DoMultiCache, which pipeline.
+type countedRueidis struct {
+	rueidis.Client
+	rt *RoundTrips
+}
+
+func (c countedRueidis) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.rt.Add(1)
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c countedRueidis) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
+	c.rt.Add(1)
+	return c.Client.DoMulti(ctx, multi...)
+}
+
+func (c countedRueidis) DoCache(ctx context.Context, cmd rueidis.Cacheable, ttl time.Duration) rueidis.RedisResult {
+	c.rt.Add(1)
+	return c.Client.DoCache(ctx, cmd, ttl)
+}
+
+func (c countedRueidis) DoMultiCache(ctx context.Context, multi ...rueidis.CacheableTTL) []rueidis.RedisResult {
+	c.rt.Add(1)
+	return c.Client.DoMultiCache(ctx, multi...)
 }

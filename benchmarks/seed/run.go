@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,34 +19,32 @@ import (
 	"github.com/reqlock/reqlock/internal/redistest"
 )
 
-// Result is one implementation's row of the table: the sums over its worker
-// processes.
-type Result struct {
-	Impl          string
-	Attempts      int
-	Succeeded     int
-	Failed        int
-	Overlaps      int
-	ReleaseErrors int
-	SETs          int64 // SET commands Redis executed (INFO commandstats)
-	RoundTrips    int64 // Redis round trips of the lock clients
-	Wall          time.Duration
-	WaitP50       time.Duration // of the successful acquires
-	WaitP99       time.Duration
-	Counters      map[string]int64
-	Errors        []string
+// Scenarios selects what a run measures.
+type Scenarios struct {
+	Seed bool // the seed experiment: rounds of parallel attempts on one name
+	Hot  bool // a continuous hot key for a fixed time
+	Solo bool // uncontended acquires of distinct names
 }
 
-// Report is a whole run: its shape, the server and the results.
+// AllScenarios runs everything.
+var AllScenarios = Scenarios{Seed: true, Hot: true, Solo: true}
+
+// Report is a whole run: its shape, the machine, the server and the results
+// of each scenario that ran.
 type Report struct {
 	Params  Params
+	Machine Machine
 	Redis   string // server version
-	Results []Result
+	Date    time.Time
+	Results []Result    // the seed experiment
+	Hot     []HotResult // the continuous hot key
+	Solo    []SoloResult
 }
 
-// Run starts a redis-server and runs the experiment for each implementation
-// in turn on it, logging progress to log.
-func Run(ctx context.Context, p Params, impls []Impl, log io.Writer) (*Report, error) {
+// Run starts a redis-server and the delaying proxy in front of it and runs
+// the chosen scenarios for each implementation in turn, logging progress to
+// log. Every client of every implementation reaches Redis through the proxy.
+func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Writer) (*Report, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
@@ -56,22 +53,63 @@ func Run(ctx context.Context, p Params, impls []Impl, log io.Writer) (*Report, e
 		return nil, err
 	}
 	defer srv.Close()
+	proxy, err := startProxy(srv.Addr(), p.RTT)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer admin.Close()
 	version, err := serverVersion(ctx, admin)
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Params: p, Redis: version}
+	b := &bench{p: p, admin: admin, addr: proxy.Addr()}
+	rep := &Report{Params: p, Machine: ThisMachine(), Redis: version, Date: time.Now()}
 	for _, impl := range impls {
-		fmt.Fprintf(log, "seed: %s: %d processes × %d attempts in rounds of %d...\n", impl.Name, p.Procs, p.Attempts, p.Goroutines)
-		res, err := runImpl(ctx, admin, srv.Addr(), p, impl)
-		if err != nil {
-			return nil, fmt.Errorf("seed: %s: %w", impl.Name, err)
+		if only.Seed {
+			fmt.Fprintf(log, "seed: %s: %d processes × %d attempts in rounds of %d...\n", impl.Name, p.Procs, p.Attempts, p.Goroutines)
+			run, err := b.run(ctx, scenarioSeed, impl, p.Procs)
+			if err != nil {
+				return nil, fmt.Errorf("seed: %s: %w", impl.Name, err)
+			}
+			rep.Results = append(rep.Results, mergeSeed(impl.Name, p, run))
 		}
-		rep.Results = append(rep.Results, res)
+		if only.Hot {
+			fmt.Fprintf(log, "seed: %s: hot key, %d processes × %d goroutines for %v...\n", impl.Name, p.HotProcs, p.HotGoroutines, p.HotFor)
+			run, err := b.run(ctx, scenarioHot, impl, p.HotProcs)
+			if err != nil {
+				return nil, fmt.Errorf("seed: %s: hot key: %w", impl.Name, err)
+			}
+			rep.Hot = append(rep.Hot, mergeHot(impl.Name, p, run))
+		}
+		if only.Solo {
+			fmt.Fprintf(log, "seed: %s: %d uncontended acquires...\n", impl.Name, p.SoloOps)
+			run, err := b.run(ctx, scenarioSolo, impl, 1)
+			if err != nil {
+				return nil, fmt.Errorf("seed: %s: uncontended: %w", impl.Name, err)
+			}
+			rep.Solo = append(rep.Solo, mergeSolo(impl.Name, p, run))
+		}
 	}
 	return rep, nil
+}
+
+// bench is the Redis side of a run: the admin client (direct, not through
+// the proxy) and the address the workers dial.
+type bench struct {
+	p     Params
+	admin *redis.Client
+	addr  string
+}
+
+// workerRun is what one scenario of one implementation produced: the
+// reports of its worker processes, the wall time from the start signal to
+// the last report, and the calls Redis counted per command meanwhile.
+type workerRun struct {
+	reports  []*report
+	wall     time.Duration
+	commands map[string]int64
 }
 
 // worker is a running worker process.
@@ -81,10 +119,10 @@ type worker struct {
 	out   *bufio.Reader
 }
 
-// runImpl starts the worker processes for impl, waits until all are warmed
-// up, clears the data and the command statistics, starts them together and
-// collects their reports.
-func runImpl(ctx context.Context, admin *redis.Client, addr string, p Params, impl Impl) (res Result, err error) {
+// run starts procs worker processes for one scenario of impl, waits until
+// all are warmed up, clears the data and the command statistics, starts
+// them together and collects their reports.
+func (b *bench) run(ctx context.Context, scenario string, impl Impl, procs int) (res workerRun, err error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return res, err
@@ -99,8 +137,8 @@ func runImpl(ctx context.Context, admin *redis.Client, addr string, p Params, im
 			_ = w.cmd.Wait()
 		}
 	}()
-	for i := range p.Procs {
-		spec, _ := json.Marshal(job{Impl: impl.Name, Addr: addr, Params: p, Proc: i})
+	for i := range procs {
+		spec, _ := json.Marshal(job{Scenario: scenario, Impl: impl.Name, Addr: b.addr, Params: b.p, Proc: i})
 		cmd := exec.CommandContext(ctx, exe)
 		cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
 		cmd.Stderr = os.Stderr
@@ -122,10 +160,10 @@ func runImpl(ctx context.Context, admin *redis.Client, addr string, p Params, im
 			return res, fmt.Errorf("worker %d did not get ready: %q, %v", i, line, err)
 		}
 	}
-	if err := admin.FlushDB(ctx).Err(); err != nil {
+	if err := b.admin.FlushDB(ctx).Err(); err != nil {
 		return res, err
 	}
-	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+	if err := b.admin.ConfigResetStat(ctx).Err(); err != nil {
 		return res, err
 	}
 
@@ -135,83 +173,72 @@ func runImpl(ctx context.Context, admin *redis.Client, addr string, p Params, im
 			return res, err
 		}
 	}
-	reports := make([]*report, len(workers))
+	res.reports = make([]*report, len(workers))
 	errs := make([]error, len(workers))
 	var wg sync.WaitGroup
 	for i, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reports[i] = new(report)
-			if err := json.NewDecoder(w.out).Decode(reports[i]); err != nil {
+			res.reports[i] = new(report)
+			if err := json.NewDecoder(w.out).Decode(res.reports[i]); err != nil {
 				errs[i] = fmt.Errorf("worker %d: no report: %w", i, err)
 			}
 		}()
 	}
 	wg.Wait()
-	wall := time.Since(start)
+	res.wall = time.Since(start)
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}
-	sets, err := setCalls(ctx, admin)
-	if err != nil {
-		return res, err
-	}
-	return merge(impl.Name, p, reports, sets, wall), nil
+	res.commands, err = commandCalls(ctx, b.admin)
+	return res, err
 }
 
-// merge sums the workers' reports into a Result.
-func merge(name string, p Params, reports []*report, sets int64, wall time.Duration) Result {
-	res := Result{Impl: name, Attempts: p.Procs * p.Attempts, SETs: sets, Wall: wall}
-	var waits []time.Duration
-	for _, r := range reports {
-		res.Succeeded += r.Succeeded
-		res.Failed += r.Failed
-		res.Overlaps += r.Overlaps
-		res.ReleaseErrors += r.ReleaseErrors
-		res.RoundTrips += r.RoundTrips
-		waits = append(waits, r.Waits...)
-		for k, v := range r.Counters {
-			if res.Counters == nil {
-				res.Counters = make(map[string]int64)
-			}
-			res.Counters[k] += v
-		}
-		for _, e := range r.Errors {
-			if !slices.Contains(res.Errors, e) {
-				res.Errors = append(res.Errors, e)
-			}
-		}
-	}
-	slices.Sort(waits)
-	res.WaitP50, res.WaitP99 = percentile(waits, 50), percentile(waits, 99)
-	return res
-}
-
-// percentile returns the nearest-rank q-th percentile of sorted, 0 if empty.
-func percentile(sorted []time.Duration, q int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := (q*len(sorted) + 99) / 100 // ceil(q/100 × n)
-	return sorted[max(rank, 1)-1]
-}
-
-// setCalls reads the number of SET commands executed since CONFIG RESETSTAT.
-func setCalls(ctx context.Context, admin *redis.Client) (int64, error) {
+// commandCalls reads the calls per command Redis executed since CONFIG
+// RESETSTAT, leaving out the critical section's INCR and DECR and the
+// commands of the runner and of connection set-up. Calls made by scripts
+// are counted under their own command as well as under EVALSHA.
+func commandCalls(ctx context.Context, admin *redis.Client) (map[string]int64, error) {
 	info, err := admin.Info(ctx, "commandstats").Result()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	calls := make(map[string]int64)
 	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_set:calls=")
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
 		if !ok {
 			continue
 		}
-		calls, _, _ := strings.Cut(rest, ",")
-		return strconv.ParseInt(calls, 10, 64)
+		name, rest, _ := strings.Cut(rest, ":calls=")
+		n, _, _ := strings.Cut(rest, ",")
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || notLocking(name) {
+			continue
+		}
+		calls[name] = v
 	}
-	return 0, nil // no SET since the reset
+	return calls, nil
+}
+
+// notLocking reports the commands that are not the locks' own.
+func notLocking(name string) bool {
+	switch name {
+	case "incr", "decr", "info", "flushdb", "ping", "hello", "select":
+		return true
+	}
+	for _, prefix := range []string{"config|", "client|", "cluster|", "command|"} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// pubsubCalls counts the subscription commands among calls: a go-redis
+// PubSub sends them past the client's hooks.
+func pubsubCalls(calls map[string]int64) int64 {
+	return calls["subscribe"] + calls["unsubscribe"] + calls["psubscribe"] + calls["punsubscribe"]
 }
 
 func serverVersion(ctx context.Context, admin *redis.Client) (string, error) {

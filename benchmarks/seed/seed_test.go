@@ -1,8 +1,10 @@
 package seed
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image/png"
 	"os"
 	"strings"
 	"testing"
@@ -23,38 +25,73 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// A small run of every implementation: the workers start, every acquire
-// succeeds without overlap, and the counts add up.
+// A small run of every implementation in every scenario, without delay:
+// the workers start, every acquire succeeds without overlap, the counts add
+// up, and the tables and the chart have a row for each implementation.
 func TestSmallRun(t *testing.T) {
 	p := SeedParams()
 	p.Procs, p.Goroutines, p.Attempts = 2, 3, 6
+	p.HotProcs, p.HotGoroutines, p.HotFor = 2, 2, 300*time.Millisecond
+	p.SoloOps = 10
+	p.RTT = 0
 	var log strings.Builder
-	rep, err := Run(context.Background(), p, Impls, &log)
+	rep, err := Run(context.Background(), p, Impls, AllScenarios, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Results) != len(Impls) {
-		t.Fatalf("%d results for %d implementations", len(rep.Results), len(Impls))
+	if len(rep.Results) != len(Impls) || len(rep.Hot) != len(Impls) || len(rep.Solo) != len(Impls) {
+		t.Fatalf("%d, %d and %d results for %d implementations", len(rep.Results), len(rep.Hot), len(rep.Solo), len(Impls))
 	}
 	for _, r := range rep.Results {
 		if r.Attempts != 12 || r.Succeeded != 12 || r.Failed != 0 || r.Overlaps != 0 || r.ReleaseErrors != 0 {
-			t.Errorf("%s: %+v", r.Impl, r)
+			t.Errorf("seed: %s: %+v", r.Impl, r)
 		}
-		if r.SETs < 1 || r.RoundTrips < 1 || r.WaitP99 < r.WaitP50 {
-			t.Errorf("%s: implausible counts %+v", r.Impl, r)
+		if r.SETs < 1 || r.RoundTrips < 1 || r.WaitP99 < r.WaitP50 || r.Commands["set"] != r.SETs {
+			t.Errorf("seed: %s: implausible counts %+v", r.Impl, r)
 		}
 	}
-	if plain := rep.Results[0]; plain.SETs < int64(plain.Succeeded) || plain.Counters != nil {
-		t.Errorf("the plain Locker: %d SETs for %d acquires, counters %v", plain.SETs, plain.Succeeded, plain.Counters)
+	if plain := rep.Results[0]; plain.SETs < int64(plain.Succeeded) || plain.Scripts != int64(plain.Succeeded) || plain.Counters != nil {
+		t.Errorf("the seed's algorithm: %d SETs and %d scripts for %d acquires, counters %v", plain.SETs, plain.Scripts, plain.Succeeded, plain.Counters)
 	}
-	var table strings.Builder
-	if err := rep.WriteMarkdown(&table); err != nil {
+	for _, r := range rep.Hot {
+		if r.Acquires < 1 || r.SuccessesAll < r.Acquires || r.Failed != 0 || r.Overlaps != 0 || r.ReleaseErrors != 0 || r.RoundTrips < 1 {
+			t.Errorf("hot: %s: %+v", r.Impl, r)
+		}
+		if r.Handovers >= r.Acquires || (r.LocalHandoffs > 0 && !strings.Contains(r.Impl, "handoff")) {
+			t.Errorf("hot: %s: %d handovers and %d local handoffs for %d acquires", r.Impl, r.Handovers, r.LocalHandoffs, r.Acquires)
+		}
+	}
+	for _, r := range rep.Solo {
+		// Every implementation takes an uncontended lock in one round trip
+		// and gives it back in another.
+		if r.Ops != 10 || r.Failed != 0 || r.RoundTrips != 20 || r.Mallocs == 0 || r.P99 < r.P50 {
+			t.Errorf("uncontended: %s: %+v", r.Impl, r)
+		}
+	}
+
+	var md strings.Builder
+	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
 	for _, impl := range Impls {
-		if !strings.Contains(table.String(), "| "+impl.Name+" |") {
-			t.Errorf("the table has no row for %s:\n%s", impl.Name, table.String())
+		want := 3 // a row per scenario, and one in the comparison for peers
+		if impl.Peer {
+			want++
 		}
+		if n := strings.Count(md.String(), "| "+impl.Name+" |"); n != want {
+			t.Errorf("%s has %d rows in the tables, want %d:\n%s", impl.Name, n, want, md.String())
+		}
+	}
+	var chart bytes.Buffer
+	if err := rep.WriteChart(&chart); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := img.Bounds().Dy(); h != chartTop+len(Impls)*rowHeight+chartBottom {
+		t.Errorf("the chart is %d pixels high for %d rows", h, len(Impls))
 	}
 }
 
@@ -80,5 +117,55 @@ func TestLookup(t *testing.T) {
 	}
 	if _, err := Lookup("nope"); err == nil {
 		t.Fatal("an unknown implementation was accepted")
+	}
+}
+
+// Handovers count the changes of process in the order the lock was taken,
+// whatever order the reports list the takes in.
+func TestMergeHotHandovers(t *testing.T) {
+	p := SeedParams()
+	p.HotFor = 2 * time.Second
+	run := workerRun{
+		reports: []*report{
+			{Succeeded: 4, Acquired: []int64{10, 20, 50, 60}, Waits: []time.Duration{1, 2, 3, 4}, Counters: map[string]int64{"handoffs": 2}},
+			{Succeeded: 2, Acquired: []int64{40, 30}, Waits: []time.Duration{5, 6}, RoundTrips: 3},
+		},
+		commands: map[string]int64{"subscribe": 1, "unsubscribe": 1},
+	}
+	// Taken in the order 0 0 1 1 0 0: two handovers.
+	r := mergeHot("x", p, run)
+	if r.Acquires != 6 || r.SuccessesAll != 6 || r.Handovers != 2 || r.LocalHandoffs != 2 || r.RoundTrips != 5 {
+		t.Fatalf("%+v", r)
+	}
+	if got := r.PerSecond(int64(r.Acquires)); got != 3 {
+		t.Fatalf("%v acquires per second, want 3", got)
+	}
+	if r.WaitP50 != 3 || r.WaitP99 != 6 {
+		t.Fatalf("waits p50 %v p99 %v", r.WaitP50, r.WaitP99)
+	}
+}
+
+// The comparison takes the peers only, and tells a win from a loss.
+func TestVerdicts(t *testing.T) {
+	rep := &Report{Results: []Result{
+		{Impl: Impls[0].Name, Succeeded: 10, RoundTrips: 30, WaitP99: 40 * time.Millisecond, Wall: 2 * time.Second},
+		{Impl: "reqlock", Succeeded: 10, RoundTrips: 1, WaitP99: time.Millisecond, Wall: time.Second},
+		{Impl: Best, Succeeded: 10, RoundTrips: 5, WaitP99: 80 * time.Millisecond, Wall: time.Second},
+	}}
+	vs := rep.Verdicts(Best)
+	if len(vs) != 3 {
+		t.Fatalf("%d verdicts, want 3 (one peer × 3 metrics): %+v", len(vs), vs)
+	}
+	if vs[0].Metric != "wait p99" || vs[0].Beats() || vs[0].Factor() != 2 {
+		t.Errorf("wait p99: %+v beats %v factor %v", vs[0], vs[0].Beats(), vs[0].Factor())
+	}
+	if !vs[1].Beats() || vs[1].Factor() != 0.5/3 || !vs[2].Beats() {
+		t.Errorf("round trips and wall time: %+v", vs[1:])
+	}
+	if rep.Verdicts("nope") != nil || (&Report{}).Comparison(Best) != "" {
+		t.Error("a comparison without the best variant")
+	}
+	if !strings.Contains(rep.Comparison(Best), "| "+Impls[0].Name+" | 40.0 ms → 80.0 ms (0.50×) |") {
+		t.Errorf("comparison:\n%s", rep.Comparison(Best))
 	}
 }

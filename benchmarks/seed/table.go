@@ -3,40 +3,188 @@ package seed
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
 )
 
-// WriteMarkdown writes the report as a Markdown table, with the shape of the
-// run above it. The last column compares each row's SET count with the
-// first row's, measured in the same run.
+// WriteMarkdown writes the setup line and a table per scenario that ran.
 func (rep *Report) WriteMarkdown(w io.Writer) error {
-	p := rep.Params
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d processes × %d attempts in rounds of %d parallel acquires of %q (%d attempts); wait %v, TTL %v, sleep %v–%v; critical section: two round trips (INCR/DECR, also detecting overlaps across processes). redis-server %s on 127.0.0.1, %s, GOMAXPROCS %d.\n\n",
-		p.Procs, p.Attempts, p.Goroutines, p.Name, p.Procs*p.Attempts, p.Wait, p.TTL, p.SpinMin, p.SpinMin+p.SpinRandom,
-		rep.Redis, runtime.Version(), runtime.GOMAXPROCS(0))
-	b.WriteString("| implementation | succeeded | failed | overlaps | SET commands | SETs / success | lock round trips / success | wall time | wait p50 | wait p99 | SETs vs first row | counters |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-	var first int64
-	for i, r := range rep.Results {
-		if i == 0 {
-			first = r.SETs
+	b.WriteString(rep.Setup() + "\n\n")
+	if len(rep.Results) > 0 {
+		b.WriteString(rep.SeedShape() + "\n\n" + rep.SeedTable())
+		if cmp := rep.Comparison(Best); cmp != "" {
+			b.WriteString("\n" + cmp)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Impl, r.Succeeded, r.Failed, r.Overlaps, r.SETs,
-			ratio(r.SETs, int64(r.Succeeded)), ratio(r.RoundTrips, int64(r.Succeeded)),
-			ms(r.Wall), ms(r.WaitP50), ms(r.WaitP99), ratio(r.SETs, first)+"×", counters(r.Counters))
+		b.WriteString("\n")
+	}
+	if len(rep.Hot) > 0 {
+		b.WriteString(rep.HotShape() + "\n\n" + rep.HotTable() + "\n")
+	}
+	if len(rep.Solo) > 0 {
+		b.WriteString(rep.SoloShape() + "\n\n" + rep.SoloTable() + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Setup describes the machine, the server and the network of the run.
+func (rep *Report) Setup() string {
+	m := rep.Machine
+	return fmt.Sprintf("%s, %s; %d cores (%s), %s; redis-server %s on 127.0.0.1 behind a delaying TCP proxy adding a simulated round trip of %v to every exchange of every client.",
+		rep.Date.Format("2006-01-02"), m.CPU, m.Cores, m.OS, m.Go, rep.Redis, rep.Params.RTT)
+}
+
+// SeedShape describes the seed experiment.
+func (rep *Report) SeedShape() string {
+	p := rep.Params
+	return fmt.Sprintf("%d processes × %d attempts in rounds of %d parallel acquires of %q (%d attempts); wait %v, TTL %v, sleep %v–%v; critical section: two round trips (INCR/DECR of another key, which also detects overlaps across processes).",
+		p.Procs, p.Attempts, p.Goroutines, p.Name, p.Procs*p.Attempts, p.Wait, p.TTL, p.SpinMin, p.SpinMin+p.SpinRandom)
+}
+
+// SeedTable is the seed experiment's table, one row per implementation.
+func (rep *Report) SeedTable() string {
+	var b strings.Builder
+	b.WriteString("| implementation | succeeded | failed | overlaps | SET calls | SETs / success | EVALSHA+EVAL calls | round trips / success | wall time | wait p50 | wait p99 | lock commands (INFO commandstats) | counters |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	for _, r := range rep.Results {
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %d | %s | %s | %s | %s | %s | %s |\n",
+			r.Impl, r.Succeeded, r.Failed, r.Overlaps, r.SETs, ratio(r.SETs, int64(r.Succeeded)), r.Scripts,
+			ratio(r.RoundTrips, int64(r.Succeeded)), seconds(r.Wall), ms(r.WaitP50), ms(r.WaitP99),
+			counters(r.Commands), counters(r.Counters))
 	}
 	for _, r := range rep.Results {
 		if len(r.Errors) > 0 || r.ReleaseErrors > 0 {
 			fmt.Fprintf(&b, "\n%s: %d release errors; errors: %s\n", r.Impl, r.ReleaseErrors, strings.Join(r.Errors, "; "))
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.String()
+}
+
+// Verdict compares the best reqlock variant with one other implementation
+// on one metric of the seed experiment, lower being better for each.
+type Verdict struct {
+	Other  string
+	Metric string  // "wait p99", "round trips / success" or "wall time"
+	Best   float64 // the best variant's value
+	Value  float64 // the other's
+	Unit   string
+}
+
+// Beats reports whether the best variant did better than the other.
+func (v Verdict) Beats() bool { return v.Best < v.Value }
+
+// Factor is how many times the other's value the best variant's is: below 1
+// when the best variant wins.
+func (v Verdict) Factor() float64 {
+	if v.Value == 0 {
+		return 0
+	}
+	return v.Best / v.Value
+}
+
+// Verdicts compares the row named best with every peer (the rows of
+// implementations marked Peer) on wait p99, round trips per success and wall
+// time; nil when best did not run.
+func (rep *Report) Verdicts(best string) []Verdict {
+	i := slices.IndexFunc(rep.Results, func(r Result) bool { return r.Impl == best })
+	if i < 0 {
+		return nil
+	}
+	b := rep.Results[i]
+	var out []Verdict
+	for _, r := range rep.Results {
+		impl, ok := find(r.Impl)
+		if !ok || !impl.Peer {
+			continue
+		}
+		out = append(out,
+			Verdict{r.Impl, "wait p99", msf(b.WaitP99), msf(r.WaitP99), "ms"},
+			Verdict{r.Impl, "round trips / success", per(b.RoundTrips, b.Succeeded), per(r.RoundTrips, r.Succeeded), ""},
+			Verdict{r.Impl, "wall time", b.Wall.Seconds(), r.Wall.Seconds(), "s"},
+		)
+	}
+	return out
+}
+
+// Comparison is a table of the best variant against every peer: each cell
+// gives the peer's value, the best variant's and the ratio of the two.
+func (rep *Report) Comparison(best string) string {
+	vs := rep.Verdicts(best)
+	if len(vs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s against each peer, in the same run (peer → %s, and how many times lower %s's value is):\n\n", best, best, best)
+	b.WriteString("| peer | wait p99 | round trips / success | wall time |\n|---|---|---|---|\n")
+	for i := 0; i+2 < len(vs); i += 3 {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", vs[i].Other, vs[i].cell(), vs[i+1].cell(), vs[i+2].cell())
+	}
+	return b.String()
+}
+
+func (v Verdict) cell() string {
+	times := "–"
+	if v.Best > 0 {
+		times = fmt.Sprintf("%.2f×", v.Value/v.Best)
+	}
+	return fmt.Sprintf("%s → %s (%s)", v.format(v.Value), v.format(v.Best), times)
+}
+
+func (v Verdict) format(x float64) string {
+	if v.Unit == "" {
+		return fmt.Sprintf("%.2f", x)
+	}
+	return fmt.Sprintf("%.1f %s", x, v.Unit)
+}
+
+// HotShape describes the hot-key scenario.
+func (rep *Report) HotShape() string {
+	p := rep.Params
+	return fmt.Sprintf("%d processes × %d goroutines acquire %q one attempt after another for %v (no rounds), same lock settings and critical section. Handovers: the lock passing from a holder in one process to a holder in another; local handoffs: leases passed by the hotspot Guard to a waiter of the same process without a Redis release and acquire.",
+		p.HotProcs, p.HotGoroutines, p.Name, p.HotFor)
+}
+
+// HotTable is the hot-key scenario's table.
+func (rep *Report) HotTable() string {
+	var b strings.Builder
+	b.WriteString("| implementation | acquires / s | handovers between processes / s | local handoffs / s | round trips / success | wait p50 | wait p99 | failed | overlaps |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.Hot {
+		fmt.Fprintf(&b, "| %s | %.0f | %.1f | %.1f | %s | %s | %s | %d | %d |\n",
+			r.Impl, r.PerSecond(int64(r.Acquires)), r.PerSecond(int64(r.Handovers)), r.PerSecond(r.LocalHandoffs),
+			ratio(r.RoundTrips, int64(r.SuccessesAll)), ms(r.WaitP50), ms(r.WaitP99), r.Failed, r.Overlaps)
+	}
+	for _, r := range rep.Hot {
+		if len(r.Errors) > 0 || r.ReleaseErrors > 0 {
+			fmt.Fprintf(&b, "\n%s: %d release errors; errors: %s\n", r.Impl, r.ReleaseErrors, strings.Join(r.Errors, "; "))
+		}
+	}
+	return b.String()
+}
+
+// SoloShape describes the uncontended scenario.
+func (rep *Report) SoloShape() string {
+	return fmt.Sprintf("One process, one goroutine: %d acquires and releases of distinct names in turn, no critical section. Allocations are the whole worker process's during the run (runtime.MemStats), client goroutines included.",
+		rep.Params.SoloOps)
+}
+
+// SoloTable is the uncontended scenario's table.
+func (rep *Report) SoloTable() string {
+	var b strings.Builder
+	b.WriteString("| implementation | round trips / acquire+release | allocations / acquire+release | bytes / acquire+release | acquire+release p50 | p99 | failed |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.Solo {
+		fmt.Fprintf(&b, "| %s | %.2f | %.0f | %.0f | %s | %s | %d |\n",
+			r.Impl, r.Per(float64(r.RoundTrips)), r.Per(float64(r.Mallocs)), r.Per(float64(r.Bytes)), ms(r.P50), ms(r.P99), r.Failed)
+	}
+	for _, r := range rep.Solo {
+		if len(r.Errors) > 0 {
+			fmt.Fprintf(&b, "\n%s: errors: %s\n", r.Impl, strings.Join(r.Errors, "; "))
+		}
+	}
+	return b.String()
 }
 
 func ratio(a, b int64) string {
@@ -46,9 +194,18 @@ func ratio(a, b int64) string {
 	return fmt.Sprintf("%.2f", float64(a)/float64(b))
 }
 
-func ms(d time.Duration) string {
-	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+func per(a int64, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", msf(d)) }
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
 func counters(c map[string]int64) string {
 	keys := make([]string, 0, len(c))

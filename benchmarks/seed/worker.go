@@ -16,12 +16,20 @@ import (
 // workerEnv carries a worker's job, as JSON, to the process it runs in.
 const workerEnv = "REQLOCK_SEED_WORKER"
 
+// The scenarios a worker runs.
+const (
+	scenarioSeed = "seed"
+	scenarioHot  = "hot"
+	scenarioSolo = "solo"
+)
+
 // job is what the runner asks of one worker process.
 type job struct {
-	Impl   string
-	Addr   string
-	Params Params
-	Proc   int
+	Scenario string
+	Impl     string
+	Addr     string
+	Params   Params
+	Proc     int
 }
 
 // report is what a worker process sends back, as one line of JSON.
@@ -31,7 +39,10 @@ type report struct {
 	Overlaps      int
 	ReleaseErrors int
 	RoundTrips    int64
-	Waits         []time.Duration // of the successful acquires
+	Waits         []time.Duration // of the successful acquires (solo: of acquire+release)
+	Acquired      []int64         // hot: when each success took the lock, Unix nanoseconds
+	Mallocs       uint64          // solo: heap allocations of the process during the run
+	Bytes         uint64          // solo: bytes allocated
 	Counters      map[string]int64
 	Errors        []string // the first few distinct errors
 }
@@ -52,7 +63,7 @@ func RunWorkerIfChild() {
 }
 
 // runWorker opens the lock, warms it up, says "ready", waits for a line on
-// in, runs its attempts and writes its report to out.
+// in, runs its scenario and writes its report to out.
 func runWorker(spec string, in io.Reader, out io.Writer) error {
 	var j job
 	if err := json.Unmarshal([]byte(spec), &j); err != nil {
@@ -78,23 +89,39 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 
 	// Warm up outside the counts: connections dialled, scripts loaded.
 	ctx := context.Background()
-	release, err := lock.Acquire(ctx, fmt.Sprintf("%s:warm-up:%d", j.Params.Name, j.Proc))
-	if err != nil {
-		return fmt.Errorf("warm-up: %w", err)
+	warm := 1
+	if j.Scenario == scenarioSolo {
+		warm = 20
 	}
-	if err := release(ctx); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
+	for i := range warm {
+		release, err := lock.Acquire(ctx, fmt.Sprintf("%s:warm-up:%d:%d", j.Params.Name, j.Proc, i))
+		if err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		if err := release(ctx); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
 	}
 	if err := critical.Ping(ctx).Err(); err != nil {
 		return err
 	}
-	rt.n.Store(0)
 
 	fmt.Fprintln(out, "ready")
 	if _, err := bufio.NewReader(in).ReadString('\n'); err != nil {
 		return fmt.Errorf("waiting for the start: %w", err)
 	}
-	r := attempts(ctx, lock, critical, j.Params)
+	rt.n.Store(0)
+	var r *report
+	switch j.Scenario {
+	case scenarioSeed:
+		r = seedAttempts(ctx, lock, critical, j.Params)
+	case scenarioHot:
+		r = hotLoop(ctx, lock, critical, j.Params)
+	case scenarioSolo:
+		r = solo(ctx, lock, j.Params, j.Proc, rt)
+	default:
+		return fmt.Errorf("unknown scenario %q", j.Scenario)
+	}
 	r.RoundTrips = rt.Load()
 	if c, ok := lock.(Counted); ok {
 		r.Counters = c.Counters()
@@ -102,40 +129,20 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 	return json.NewEncoder(out).Encode(r)
 }
 
-// attempts runs p.Attempts acquires of p.Name in rounds of p.Goroutines
-// parallel ones, as the seed's instances do.
-func attempts(ctx context.Context, lock Lock, critical *redis.Client, p Params) *report {
-	r := &report{Waits: make([]time.Duration, 0, p.Attempts)}
-	var mu sync.Mutex
-	for done := 0; done < p.Attempts; {
-		n := min(p.Goroutines, p.Attempts-done)
-		var wg sync.WaitGroup
-		for range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				attempt(ctx, lock, critical, p, r, &mu)
-			}()
-		}
-		wg.Wait()
-		done += n
-	}
-	return r
-}
-
-// attempt is one acquire, critical section and release. The critical section
-// is two round trips on a key of its own, which also detect an overlap across
+// attempt is one acquire, critical section and release; it returns when the
+// lock was taken, or the zero time if it was not. The critical section is
+// two round trips on a key of its own, which also detect an overlap across
 // processes: INCR finds another holder inside, DECR leaves.
-func attempt(ctx context.Context, lock Lock, critical *redis.Client, p Params, r *report, mu *sync.Mutex) {
+func attempt(ctx context.Context, lock Lock, critical *redis.Client, p Params, r *report, mu *sync.Mutex) time.Time {
 	start := time.Now()
 	release, err := lock.Acquire(ctx, p.Name)
-	wait := time.Since(start)
+	acquired := time.Now()
 	if err != nil {
 		mu.Lock()
 		defer mu.Unlock()
 		r.Failed++
 		r.noteError(err)
-		return
+		return time.Time{}
 	}
 	inside := p.Name + ":inside"
 	n, err := critical.Incr(ctx, inside).Result()
@@ -146,7 +153,7 @@ func attempt(ctx context.Context, lock Lock, critical *redis.Client, p Params, r
 	mu.Lock()
 	defer mu.Unlock()
 	r.Succeeded++
-	r.Waits = append(r.Waits, wait)
+	r.Waits = append(r.Waits, acquired.Sub(start))
 	if n > 1 {
 		r.Overlaps++
 	}
@@ -157,6 +164,7 @@ func attempt(ctx context.Context, lock Lock, critical *redis.Client, p Params, r
 		r.ReleaseErrors++
 		r.noteError(fmt.Errorf("release: %w", rerr))
 	}
+	return acquired
 }
 
 func (r *report) noteError(err error) {

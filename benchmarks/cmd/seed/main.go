@@ -2,7 +2,10 @@
 // redis-server that it starts: 3 worker processes × 400 attempts on lock_key
 // in rounds of 4 parallel acquires, wait 3 s, TTL 10 s, sleep 10–20 ms,
 // counting SET commands with INFO commandstats, for reqlock without and with
-// the hotspot Guard, and with local handoff. It prints a Markdown table.
+// the hotspot Guard, and with local handoff, and for the peers, every client
+// reaching Redis through a proxy that adds a simulated round trip. It prints
+// a Markdown table; cmd/compare runs the other scenarios too and writes the
+// README.
 //
 //	cd benchmarks && go run ./cmd/seed
 package main
@@ -26,6 +29,7 @@ func main() {
 	flag.StringVar(&p.Name, "name", p.Name, "the lock name")
 	flag.DurationVar(&p.Wait, "wait", p.Wait, "wait budget of an acquire")
 	flag.DurationVar(&p.TTL, "ttl", p.TTL, "lock TTL")
+	flag.DurationVar(&p.RTT, "rtt", p.RTT, "simulated round trip added by the proxy (0: none)")
 	impls := flag.String("impl", "", "comma-separated implementations to run (default all)")
 	flag.Parse()
 	list, err := seed.Lookup(*impls)
@@ -35,7 +39,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	rep, err := seed.Run(ctx, p, list, os.Stderr)
+	rep, err := seed.Run(ctx, p, list, seed.Scenarios{Seed: true}, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

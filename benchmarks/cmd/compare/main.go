@@ -1,0 +1,66 @@
+// Command compare runs every scenario of the benchmarks for reqlock and its
+// peers in one run, on a redis-server it starts behind a delaying proxy, and
+// prints the results as Markdown; with -write it regenerates README.md and
+// compare.png in the benchmarks directory from that run.
+//
+//	cd benchmarks && go run ./cmd/compare -write
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+
+	"github.com/reqlock/reqlock/benchmarks/seed"
+)
+
+func main() {
+	seed.RunWorkerIfChild()
+	p := seed.SeedParams()
+	flag.DurationVar(&p.RTT, "rtt", p.RTT, "simulated round trip added by the proxy (0: none)")
+	flag.IntVar(&p.Attempts, "attempts", p.Attempts, "seed experiment: acquires per process")
+	flag.DurationVar(&p.HotFor, "hot", p.HotFor, "hot-key scenario: how long the goroutines loop")
+	flag.IntVar(&p.SoloOps, "solo", p.SoloOps, "uncontended scenario: acquires")
+	impls := flag.String("impl", "", "comma-separated implementations to run (default all)")
+	write := flag.Bool("write", false, "write README.md and "+chartFile+" into -dir")
+	dir := flag.String("dir", ".", "the benchmarks directory, for -write")
+	flag.Parse()
+	if err := run(p, *impls, *write, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+func run(p seed.Params, impls string, write bool, dir string) error {
+	list, err := seed.Lookup(impls)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := seed.Run(ctx, p, list, seed.AllScenarios, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteMarkdown(os.Stdout); err != nil {
+		return err
+	}
+	if !write {
+		return nil
+	}
+	var chart, readme bytes.Buffer
+	if err := rep.WriteChart(&chart); err != nil {
+		return err
+	}
+	if err := writeReadme(&readme, rep); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, chartFile), chart.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "README.md"), readme.Bytes(), 0o644)
+}

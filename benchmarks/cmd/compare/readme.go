@@ -1,0 +1,72 @@
+package main
+
+import (
+	_ "embed"
+	"io"
+	"runtime/debug"
+	"strings"
+	"text/template"
+
+	"github.com/reqlock/reqlock/benchmarks/seed"
+)
+
+// chartFile is the chart's file name, next to README.md.
+const chartFile = "compare.png"
+
+//go:embed readme.md.tmpl
+var readmeTemplate string
+
+// readme is what the README template is given.
+type readme struct {
+	*seed.Report
+	Best     string
+	Impls    []seed.Impl
+	Versions []module
+	Chart    string
+}
+
+// module is a dependency of the benchmarks and its version.
+type module struct{ Path, Version string }
+
+// peerModules are the modules whose versions the README states.
+var peerModules = []string{
+	"github.com/bsm/redislock",
+	"github.com/go-redsync/redsync/v4",
+	"github.com/redis/rueidis",
+	"github.com/redis/go-redis/v9",
+}
+
+func writeReadme(w io.Writer, rep *seed.Report) error {
+	t, err := template.New("README").Funcs(template.FuncMap{
+		"loses": func(other, metric string) bool {
+			for _, v := range rep.Verdicts(seed.Best) {
+				if v.Other == other && v.Metric == metric {
+					return !v.Beats()
+				}
+			}
+			return false
+		},
+		"trim": strings.TrimSpace,
+	}).Parse(readmeTemplate)
+	if err != nil {
+		return err
+	}
+	return t.Execute(w, readme{Report: rep, Best: seed.Best, Impls: seed.Impls, Versions: versions(), Chart: chartFile})
+}
+
+// versions reads the peers' versions from the binary's build information.
+func versions() []module {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return nil
+	}
+	var out []module
+	for _, path := range peerModules {
+		for _, dep := range info.Deps {
+			if dep.Path == path {
+				out = append(out, module{dep.Path, dep.Version})
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,98 @@
+package seed
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// HotResult is one implementation's row of the continuous hot-key scenario.
+type HotResult struct {
+	Impl          string
+	For           time.Duration // how long the goroutines kept acquiring
+	Acquires      int           // successful acquires that took the lock within For
+	Failed        int
+	Overlaps      int
+	ReleaseErrors int
+	// Handovers counts the times the lock passed from a holder in one
+	// process to a holder in another, in the order the lock was taken.
+	Handovers int
+	// LocalHandoffs counts the leases the hotspot Guard passed to a waiter
+	// of the same process without a Redis release and acquire.
+	LocalHandoffs int64
+	RoundTrips    int64 // Redis round trips of the lock clients
+	SuccessesAll  int   // successful acquires, also those taken after For
+	WaitP50       time.Duration
+	WaitP99       time.Duration
+	Errors        []string
+}
+
+// PerSecond returns the rate of n over the scenario's duration.
+func (r HotResult) PerSecond(n int64) float64 {
+	return float64(n) / r.For.Seconds()
+}
+
+// hotLoop runs p.HotGoroutines goroutines that acquire p.Name one attempt
+// after another until p.HotFor has passed, recording when each success took
+// the lock.
+func hotLoop(ctx context.Context, lock Lock, critical *redis.Client, p Params) *report {
+	r := &report{}
+	var mu sync.Mutex
+	stop := time.Now().Add(p.HotFor)
+	var wg sync.WaitGroup
+	for range p.HotGoroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				if at := attempt(ctx, lock, critical, p, r, &mu); !at.IsZero() && at.Before(stop) {
+					mu.Lock()
+					r.Acquired = append(r.Acquired, at.UnixNano())
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return r
+}
+
+// mergeHot sums the workers' reports and counts the handovers between
+// processes in the order in which the lock was taken.
+func mergeHot(name string, p Params, run workerRun) HotResult {
+	res := HotResult{Impl: name, For: p.HotFor}
+	type take struct {
+		at   int64
+		proc int
+	}
+	var takes []take
+	var waits []time.Duration
+	for proc, r := range run.reports {
+		res.SuccessesAll += r.Succeeded
+		res.Failed += r.Failed
+		res.Overlaps += r.Overlaps
+		res.ReleaseErrors += r.ReleaseErrors
+		res.RoundTrips += r.RoundTrips
+		res.LocalHandoffs += r.Counters["handoffs"]
+		res.Errors = addErrors(res.Errors, r.Errors)
+		waits = append(waits, r.Waits...)
+		for _, at := range r.Acquired {
+			takes = append(takes, take{at, proc})
+		}
+	}
+	res.RoundTrips += pubsubCalls(run.commands)
+	res.Acquires = len(takes)
+	slices.SortFunc(takes, func(a, b take) int { return cmp.Compare(a.at, b.at) })
+	for i := 1; i < len(takes); i++ {
+		if takes[i].proc != takes[i-1].proc {
+			res.Handovers++
+		}
+	}
+	slices.Sort(waits)
+	res.WaitP50, res.WaitP99 = percentile(waits, 50), percentile(waits, 99)
+	return res
+}

@@ -1,0 +1,82 @@
+package seed
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// SoloResult is one implementation's row of the uncontended scenario: one
+// goroutine acquiring and releasing distinct names in turn.
+type SoloResult struct {
+	Impl       string
+	Ops        int // acquire+release pairs
+	Failed     int
+	RoundTrips int64
+	Mallocs    uint64 // heap allocations of the worker process during the run
+	Bytes      uint64 // bytes allocated
+	P50        time.Duration
+	P99        time.Duration
+	Errors     []string
+}
+
+// Per returns n per acquire+release.
+func (r SoloResult) Per(n float64) float64 {
+	if r.Ops == 0 {
+		return 0
+	}
+	return n / float64(r.Ops)
+}
+
+// solo acquires and releases p.SoloOps distinct names one after another,
+// measuring the heap allocations of the whole process meanwhile (its client
+// goroutines included: their work is the lock's).
+func solo(ctx context.Context, lock Lock, p Params, proc int, rt *RoundTrips) *report {
+	r := &report{Waits: make([]time.Duration, 0, p.SoloOps)}
+	names := make([]string, p.SoloOps)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s:solo:%d:%d", p.Name, proc, i)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rt.n.Store(0)
+	for _, name := range names {
+		start := time.Now()
+		release, err := lock.Acquire(ctx, name)
+		if err != nil {
+			r.Failed++
+			r.noteError(err)
+			continue
+		}
+		if err := release(ctx); err != nil {
+			r.ReleaseErrors++
+			r.noteError(fmt.Errorf("release: %w", err))
+		}
+		r.Waits = append(r.Waits, time.Since(start))
+		r.Succeeded++
+	}
+	runtime.ReadMemStats(&after)
+	r.Mallocs = after.Mallocs - before.Mallocs
+	r.Bytes = after.TotalAlloc - before.TotalAlloc
+	return r
+}
+
+// mergeSolo turns the one worker's report into a SoloResult.
+func mergeSolo(name string, p Params, run workerRun) SoloResult {
+	res := SoloResult{Impl: name, Ops: p.SoloOps}
+	for _, r := range run.reports {
+		res.Failed += r.Failed + r.ReleaseErrors
+		res.RoundTrips += r.RoundTrips
+		res.Mallocs += r.Mallocs
+		res.Bytes += r.Bytes
+		res.Errors = addErrors(res.Errors, r.Errors)
+		waits := slices.Clone(r.Waits)
+		slices.Sort(waits)
+		res.P50, res.P99 = percentile(waits, 50), percentile(waits, 99)
+	}
+	res.RoundTrips += pubsubCalls(run.commands)
+	return res
+}
