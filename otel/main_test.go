@@ -1,0 +1,253 @@
+package lockotel_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/goleak"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/redistest"
+	lockotel "github.com/reqlock/reqlock/otel"
+)
+
+// shared is the redis-server most tests use; each test locks names of its
+// own. Tests that stop Redis start a server of their own.
+var shared *redistest.Server
+
+// quiet drops go-redis's own log lines (dial retries while a test has Redis
+// stopped).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...interface{}) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	var err error
+	if shared, err = redistest.Launch(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	shared.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakCheck fails the test if it leaves goroutines behind. Call it first, so
+// that it runs after the test's other clean-ups.
+func leakCheck(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
+
+var seq atomic.Int64
+
+// uniq returns a lock name of the test's own, fresh on every run. It looks
+// like a name with personal data in it, which telemetry must not carry.
+func uniq(t testing.TB) string {
+	return fmt.Sprintf("user:alice@example.com:%s#%d", t.Name(), seq.Add(1))
+}
+
+// env is a Locker with the otel Handler first in its chain, on SDK providers
+// that record everything in memory.
+type env struct {
+	client  *redis.Client
+	spans   *tracetest.SpanRecorder
+	tp      *sdktrace.TracerProvider
+	reader  *sdkmetric.ManualReader
+	mp      *sdkmetric.MeterProvider
+	handler *lockotel.Handler
+	locker  *core.Locker
+}
+
+// newEnv builds an env on srv (shared when nil). extra handlers come after
+// the otel Handler in the chain.
+func newEnv(t testing.TB, srv *redistest.Server, extra []core.Handler, opts ...core.Option) *env {
+	t.Helper()
+	if srv == nil {
+		srv = shared
+	}
+	e := &env{client: srv.Client(t), spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	e.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(e.spans))
+	e.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(e.reader))
+	t.Cleanup(func() {
+		_ = e.tp.Shutdown(context.Background())
+		_ = e.mp.Shutdown(context.Background())
+	})
+	e.handler = lockotel.New(lockotel.WithTracerProvider(e.tp), lockotel.WithMeterProvider(e.mp))
+	handlers := append([]core.Handler{e.handler}, extra...)
+	e.locker = core.New(e.client, append([]core.Option{core.WithHandlers(handlers...)}, opts...)...)
+	if err := e.locker.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// ended returns the ended spans called name.
+func (e *env) ended(name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range e.spans.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// collect reads the metrics.
+func (e *env) collect(t testing.TB) metricdata.ResourceMetrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := e.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	return rm
+}
+
+// find returns the metric called name, or false.
+func find(rm metricdata.ResourceMetrics, name string) (metricdata.Metrics, bool) {
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == name {
+				return m, true
+			}
+		}
+	}
+	return metricdata.Metrics{}, false
+}
+
+// histCount sums the counts of the data points of histogram name whose
+// attributes include want.
+func histCount(t testing.TB, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) uint64 {
+	t.Helper()
+	m, ok := find(rm, name)
+	if !ok {
+		return 0
+	}
+	h, ok := m.Data.(metricdata.Histogram[float64])
+	if !ok {
+		t.Fatalf("%s is a %T, want a float64 histogram", name, m.Data)
+	}
+	var n uint64
+	for _, dp := range h.DataPoints {
+		if has(dp.Attributes, want) {
+			n += dp.Count
+		}
+	}
+	return n
+}
+
+// sum adds the values of the data points of int64 sum name whose attributes
+// include want.
+func sum(t testing.TB, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	m, ok := find(rm, name)
+	if !ok {
+		return 0
+	}
+	s, ok := m.Data.(metricdata.Sum[int64])
+	if !ok {
+		t.Fatalf("%s is a %T, want an int64 sum", name, m.Data)
+	}
+	var n int64
+	for _, dp := range s.DataPoints {
+		if has(dp.Attributes, want) {
+			n += dp.Value
+		}
+	}
+	return n
+}
+
+func has(set attribute.Set, want []attribute.KeyValue) bool {
+	for _, kv := range want {
+		if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// attr returns the value of attribute key of span s, and whether it is set.
+func attr(s sdktrace.ReadOnlySpan, key attribute.Key) (attribute.Value, bool) {
+	for _, kv := range s.Attributes() {
+		if kv.Key == key {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+// noName fails the test when a span, span event, link, status description or
+// metric data point recorded by e carries one of secrets (a lock name, its
+// Redis key) in an attribute value or a description.
+func (e *env) noName(t testing.TB, secrets ...string) {
+	t.Helper()
+	check := func(where, v string) {
+		for _, s := range secrets {
+			if v == s || strings.Contains(v, s) {
+				t.Errorf("%s carries the lock name or key %q: %q", where, s, v)
+			}
+		}
+	}
+	checkSet := func(where string, kvs []attribute.KeyValue) {
+		for _, kv := range kvs {
+			check(where+" attribute "+string(kv.Key), kv.Value.Emit())
+		}
+	}
+	spans := e.spans.Ended()
+	if len(spans) == 0 {
+		t.Error("noName: no span was recorded")
+	}
+	for _, s := range spans {
+		checkSet("span "+s.Name(), s.Attributes())
+		check("span "+s.Name()+" status", s.Status().Description)
+		for _, ev := range s.Events() {
+			checkSet("span "+s.Name()+" event "+ev.Name, ev.Attributes)
+		}
+		for _, l := range s.Links() {
+			checkSet("span "+s.Name()+" link", l.Attributes)
+		}
+	}
+	rm := e.collect(t)
+	points := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			var sets []attribute.Set
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					sets = append(sets, dp.Attributes)
+				}
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					sets = append(sets, dp.Attributes)
+				}
+			default:
+				t.Errorf("metric %s: unexpected data %T", m.Name, m.Data)
+			}
+			for _, set := range sets {
+				points++
+				checkSet("metric "+m.Name, set.ToSlice())
+			}
+		}
+	}
+	if points == 0 {
+		t.Error("noName: no metric data point was recorded")
+	}
+}
