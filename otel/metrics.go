@@ -10,16 +10,16 @@ import (
 
 // Names of the instruments. Durations are in seconds.
 const (
-	MetricAcquireDuration = "reqlock.acquire.duration" // histogram, s: route, outcome, error.type
-	MetricHoldDuration    = "reqlock.hold.duration"    // histogram, s: route, outcome, error.type (of the release)
-	MetricAttempts        = "reqlock.acquire.attempts" // counter, {attempt}: route, outcome, error.type
-	MetricAcquires        = "reqlock.acquires"         // counter, {acquire}: route, outcome, error.type
-	MetricLeasesHeld      = "reqlock.leases.held"      // up-down counter, {lease}: route
-	MetricHotspotHits     = "reqlock.hotspot.hits"     // observable counter, {acquire} (WithGuard)
-	MetricHotspotBypasses = "reqlock.hotspot.bypasses" // observable counter, {acquire} (WithGuard)
+	MetricAcquireDuration = "reqlock.acquire.duration"  // histogram, s: route, outcome, error.type
+	MetricHoldDuration    = "reqlock.hold.duration"     // histogram, s: route, outcome, error.type (of the release)
+	MetricAttempts        = "reqlock.acquire.attempts"  // counter, {attempt}: route, outcome, error.type
+	MetricAcquires        = "reqlock.acquires"          // counter, {acquire}: route, outcome, error.type
+	MetricLeasesHeld      = "reqlock.leases.held"       // up-down counter, {lease}: route
+	MetricHotspotHits     = "reqlock.hotspot.hits"      // observable counter, {acquire} (WithGuard)
+	MetricHotspotBypasses = "reqlock.hotspot.bypasses"  // observable counter, {acquire} (WithGuard)
 	MetricHotspotEvicts   = "reqlock.hotspot.evictions" // observable counter, {entry} (WithGuard)
 	MetricHotspotHandoffs = "reqlock.hotspot.handoffs"  // observable counter, {handoff} (WithGuard)
-	MetricHotspotSize     = "reqlock.hotspot.size" // observable up-down counter, {entry} (WithGuard)
+	MetricHotspotSize     = "reqlock.hotspot.size"      // observable up-down counter, {entry} (WithGuard)
 )
 
 // AcquireBuckets are the histogram bounds of reqlock.acquire.duration, in
