@@ -30,6 +30,7 @@ const (
 type Handler struct {
 	tracer trace.Tracer
 	ins    instruments
+	cache  attrCache
 
 	closeOnce sync.Once
 	reg       metric.Registration // of WithGuard's callback, or nil
@@ -82,41 +83,39 @@ func (h *Handler) Close() error {
 type leaseState struct {
 	acquired time.Time
 	route    string
-	routeSet attribute.Set // {RouteKey: route}, or empty
+	attrs    *attrs // of the route alone
 	span     trace.SpanContext
 }
 
 // Acquire runs next inside a reqlock.acquire span, a child of the span in
 // ctx, and records the acquire metrics.
 func (h *Handler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-	route := routeSet(req.Route)
+	route := h.cache.get(req.Route, "", "")
 	ctx, span := h.tracer.Start(ctx, SpanAcquire,
 		trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithTimestamp(req.Start),
-		trace.WithAttributes(route.ToSlice()...))
+		route.span)
 	lease, err := next(ctx, req)
 	end := time.Now()
 	wait := end.Sub(req.Start).Seconds()
 	outcome, errType := acquireOutcome(err)
 	if span.IsRecording() {
-		span.SetAttributes(
-			OutcomeKey.String(outcome),
-			AttemptsKey.Int(req.Attempts),
-			WaitKey.Float64(wait))
+		kv := make([]attribute.KeyValue, 0, 5)
+		kv = append(kv, OutcomeKey.String(outcome), AttemptsKey.Int(req.Attempts), WaitKey.Float64(wait))
 		if req.LocalWait > 0 {
-			span.SetAttributes(LocalWaitKey.Float64(req.LocalWait.Seconds()))
+			kv = append(kv, LocalWaitKey.Float64(req.LocalWait.Seconds()))
 		}
-		setError(span, errType)
+		setResult(span, kv, errType)
 	}
 	span.End(trace.WithTimestamp(end))
 
-	attrs := metric.WithAttributeSet(outcomeSet(req.Route, outcome, errType))
-	h.ins.acquireDuration.Record(ctx, wait, attrs)
-	h.ins.attempts.Add(ctx, int64(req.Attempts), attrs)
-	h.ins.acquires.Add(ctx, 1, attrs)
+	result := h.cache.get(req.Route, outcome, errType)
+	h.ins.acquireDuration.Record(ctx, wait, result.record...)
+	h.ins.attempts.Add(ctx, int64(req.Attempts), result.add...)
+	h.ins.acquires.Add(ctx, 1, result.add...)
 	if err == nil && lease != nil {
-		h.ins.held.Add(ctx, 1, metric.WithAttributeSet(route))
-		lease.SetValue(h, &leaseState{acquired: end, route: req.Route, routeSet: route, span: span.SpanContext()})
+		h.ins.held.Add(ctx, 1, route.add...)
+		lease.SetValue(h, &leaseState{acquired: end, route: req.Route, attrs: route, span: span.SpanContext()})
 	}
 	return lease, err
 }
@@ -131,60 +130,40 @@ func (h *Handler) Release(ctx context.Context, lease *core.Lease, next core.Rele
 	}
 	start := time.Now()
 	validUntil := lease.ValidUntil()
-	opts := []trace.SpanStartOption{
+	link := trace.WithLinks() // none when the acquire span was not sampled
+	if st.span.IsValid() {
+		link = trace.WithLinks(trace.Link{SpanContext: st.span})
+	}
+	ctx, span := h.tracer.Start(ctx, SpanRelease,
 		trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithTimestamp(start),
-		trace.WithAttributes(st.routeSet.ToSlice()...),
-	}
-	if st.span.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: st.span}))
-	}
-	ctx, span := h.tracer.Start(ctx, SpanRelease, opts...)
+		st.attrs.span,
+		link)
 	err := next(ctx, lease)
 	end := time.Now()
 	hold := end.Sub(st.acquired).Seconds()
 	outcome, errType := releaseOutcome(err, start, validUntil)
 	if span.IsRecording() {
-		span.SetAttributes(OutcomeKey.String(outcome), HoldKey.Float64(hold))
-		setError(span, errType)
+		kv := make([]attribute.KeyValue, 0, 3)
+		kv = append(kv, OutcomeKey.String(outcome), HoldKey.Float64(hold))
+		setResult(span, kv, errType)
 	}
 	span.End(trace.WithTimestamp(end))
 
-	h.ins.holdDuration.Record(ctx, hold, metric.WithAttributeSet(outcomeSet(st.route, outcome, errType)))
-	h.ins.held.Add(ctx, -1, metric.WithAttributeSet(st.routeSet))
+	h.ins.holdDuration.Record(ctx, hold, h.cache.get(st.route, outcome, errType).record...)
+	h.ins.held.Add(ctx, -1, st.attrs.add...)
 	return err
 }
 
-// setError marks a span as failed with error.type errType, following the
-// contrib rules: status Error with a description, and the error.type
-// attribute. The description is the kind of the error, never its text (which
-// names the lock); no exception event is recorded for the same reason.
-func setError(span trace.Span, errType string) {
-	if errType == "" {
-		return
-	}
-	span.SetAttributes(ErrorTypeKey.String(errType))
-	span.SetStatus(codes.Error, statusText(errType))
-}
-
-// routeSet is the attribute set {RouteKey: route}, empty when route is.
-func routeSet(route string) attribute.Set {
-	if route == "" {
-		return *attribute.EmptySet()
-	}
-	return attribute.NewSet(RouteKey.String(route))
-}
-
-// outcomeSet is the attribute set of a metric: route (when not empty),
-// outcome and error.type (on failures).
-func outcomeSet(route, outcome, errType string) attribute.Set {
-	kv := make([]attribute.KeyValue, 0, 3)
-	kv = append(kv, OutcomeKey.String(outcome))
-	if route != "" {
-		kv = append(kv, RouteKey.String(route))
-	}
+// setResult sets the attributes kv on span, and marks it as failed when
+// errType is not empty, following the contrib rules: the error.type
+// attribute, and status Error with a description. The description is the kind
+// of the error, never its text (which names the lock); no exception event is
+// recorded for the same reason.
+func setResult(span trace.Span, kv []attribute.KeyValue, errType string) {
 	if errType != "" {
 		kv = append(kv, ErrorTypeKey.String(errType))
+		span.SetStatus(codes.Error, statusText(errType))
 	}
-	return attribute.NewSet(kv...)
+	span.SetAttributes(kv...)
 }

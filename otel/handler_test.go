@@ -3,6 +3,7 @@ package lockotel_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -518,4 +519,65 @@ func TestGuardMissingKeys(t *testing.T) {
 	if m, ok := find(rm, lockotel.MetricHotspotHits); ok && len(m.Data.(metricdata.Sum[int64]).DataPoints) != 0 {
 		t.Errorf("hits reported without a hits counter: %+v", m.Data)
 	}
+}
+
+// TestConcurrent runs contending goroutines through one Handler (under -race)
+// and checks that every acquire and release is counted once, that no lease
+// stays counted as held, that a span's parent is its own goroutine's request,
+// and that the handler does not break mutual exclusion.
+func TestConcurrent(t *testing.T) {
+	leakCheck(t)
+	e := newEnv(t, nil, nil, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, 2*time.Millisecond))
+	name := uniq(t)
+	const goroutines, rounds = 4, 10
+	var o redistest.Overlap
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				ctx, req := e.request(context.Background())
+				lease, err := e.locker.Acquire(ctx, name)
+				if err != nil {
+					t.Error(err)
+					req.End()
+					return
+				}
+				exit := o.Enter()
+				e.client.Incr(ctx, "cs:"+name)
+				exit()
+				if err := lease.Release(ctx); err != nil {
+					t.Error(err)
+				}
+				req.End()
+			}
+		}()
+	}
+	wg.Wait()
+	if o.Overlaps() != 0 || o.Entries() != goroutines*rounds {
+		t.Fatalf("%d overlaps in %d critical sections", o.Overlaps(), o.Entries())
+	}
+	parents := map[trace.SpanID]int{}
+	for _, s := range e.spans.Ended() {
+		if s.Name() == lockotel.SpanAcquire || s.Name() == lockotel.SpanRelease {
+			parents[s.Parent().SpanID()]++
+		}
+	}
+	for _, s := range e.ended("GET /orders/:id") {
+		if n := parents[s.SpanContext().SpanID()]; n != 2 {
+			t.Errorf("request span has %d lock spans as children, want an acquire and a release", n)
+		}
+	}
+	rm := e.collect(t)
+	if n := histCount(t, rm, lockotel.MetricAcquireDuration, lockotel.OutcomeKey.String(lockotel.OutcomeAcquired)); n != goroutines*rounds {
+		t.Errorf("acquire durations = %d, want %d", n, goroutines*rounds)
+	}
+	if n := histCount(t, rm, lockotel.MetricHoldDuration, lockotel.OutcomeKey.String(lockotel.OutcomeReleased)); n != goroutines*rounds {
+		t.Errorf("hold durations = %d, want %d", n, goroutines*rounds)
+	}
+	if n := sum(t, rm, lockotel.MetricLeasesHeld); n != 0 {
+		t.Errorf("leases held = %d at the end, want 0", n)
+	}
+	e.noName(t, name)
 }
