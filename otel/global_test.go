@@ -31,14 +31,7 @@ func TestGlobalProviders(t *testing.T) {
 	otel.SetTracerProvider(tp)
 	otel.SetMeterProvider(mp)
 
-	l := core.New(shared.Client(t), core.WithHandlers(h))
-	lease, err := l.Acquire(context.Background(), uniq(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	lockUnlock(t, h)
 	e := &env{spans: spans, reader: reader}
 	if n := len(e.ended(lockotel.SpanAcquire)) + len(e.ended(lockotel.SpanRelease)); n != 2 {
 		t.Errorf("%d spans on the global provider, want 2", n)
@@ -54,6 +47,12 @@ func TestNoopProviders(t *testing.T) {
 	h := lockotel.New(lockotel.WithTracerProvider(tracenoop.NewTracerProvider()), lockotel.WithMeterProvider(metricnoop.NewMeterProvider()),
 		lockotel.WithGuard(guard{map[string]int64{"size": 1}}))
 	defer h.Close()
+	lockUnlock(t, h)
+}
+
+// lockUnlock takes and releases a name with a Locker with handler h.
+func lockUnlock(t *testing.T, h core.Handler) {
+	t.Helper()
 	l := core.New(shared.Client(t), core.WithHandlers(h))
 	lease, err := l.Acquire(context.Background(), uniq(t))
 	if err != nil {

@@ -218,45 +218,45 @@ func TestTimeout(t *testing.T) {
 	e.noName(t, name)
 }
 
+// TestCanceled covers an acquire whose caller gives up while another holder
+// keeps the name: by cancelling, or by a deadline before the wait budget's.
 func TestCanceled(t *testing.T) {
-	leakCheck(t)
-	e := newEnv(t, nil, nil, core.WithWait(10*time.Second))
-	name := uniq(t)
-	holdElsewhere(t, nil, name)
-	ctx, req := e.request(context.Background())
-	ctx, cancel := context.WithCancel(ctx)
-	stop := time.AfterFunc(30*time.Millisecond, cancel)
-	defer stop.Stop()
+	for _, c := range []struct {
+		name    string
+		end     func(context.Context) (context.Context, context.CancelFunc)
+		want    error
+		errType string
+	}{
+		{"cancel", func(ctx context.Context) (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(ctx)
+			stop := time.AfterFunc(30*time.Millisecond, cancel)
+			return ctx, func() { stop.Stop(); cancel() }
+		}, context.Canceled, lockotel.ErrorTypeCanceled},
+		{"deadline", func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, 40*time.Millisecond)
+		}, context.DeadlineExceeded, lockotel.ErrorTypeDeadlineExceeded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			leakCheck(t)
+			e := newEnv(t, nil, nil, core.WithWait(10*time.Second))
+			name := uniq(t)
+			holdElsewhere(t, nil, name)
+			ctx, req := e.request(context.Background())
+			ctx, cancel := c.end(ctx)
+			defer cancel()
 
-	_, err := e.locker.Acquire(ctx, name)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled", err)
+			if _, err := e.locker.Acquire(ctx, name); !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+			req.End()
+			checkAcquireSpan(t, one(t, e, lockotel.SpanAcquire), req, lockotel.OutcomeCanceled, c.errType)
+			rm := e.collect(t)
+			if n := sum(t, rm, lockotel.MetricAcquires, lockotel.OutcomeKey.String(lockotel.OutcomeCanceled), lockotel.ErrorTypeKey.String(c.errType)); n != 1 {
+				t.Errorf("canceled acquires = %d, want 1", n)
+			}
+			e.noName(t, name)
+		})
 	}
-	req.End()
-	checkAcquireSpan(t, one(t, e, lockotel.SpanAcquire), req, lockotel.OutcomeCanceled, lockotel.ErrorTypeCanceled)
-	rm := e.collect(t)
-	if n := sum(t, rm, lockotel.MetricAcquires, lockotel.OutcomeKey.String(lockotel.OutcomeCanceled), lockotel.ErrorTypeKey.String(lockotel.ErrorTypeCanceled)); n != 1 {
-		t.Errorf("canceled acquires = %d, want 1", n)
-	}
-	e.noName(t, name)
-}
-
-func TestDeadlineExceeded(t *testing.T) {
-	leakCheck(t)
-	e := newEnv(t, nil, nil, core.WithWait(10*time.Second))
-	name := uniq(t)
-	holdElsewhere(t, nil, name)
-	ctx, req := e.request(context.Background())
-	ctx, cancel := context.WithTimeout(ctx, 40*time.Millisecond)
-	defer cancel()
-
-	_, err := e.locker.Acquire(ctx, name)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
-	}
-	req.End()
-	checkAcquireSpan(t, one(t, e, lockotel.SpanAcquire), req, lockotel.OutcomeCanceled, lockotel.ErrorTypeDeadlineExceeded)
-	e.noName(t, name)
 }
 
 // outageClient returns a client of srv that fails at once when the server is

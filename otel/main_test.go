@@ -132,46 +132,69 @@ func find(rm metricdata.ResourceMetrics, name string) (metricdata.Metrics, bool)
 	return metricdata.Metrics{}, false
 }
 
-// histCount sums the counts of the data points of histogram name whose
-// attributes include want.
-func histCount(t testing.TB, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) uint64 {
+// point is a data point of a histogram (its count) or of an int64 sum (its
+// value).
+type point struct {
+	attrs attribute.Set
+	n     int64
+}
+
+// points returns the data points of m.
+func points(t testing.TB, m metricdata.Metrics) []point {
+	t.Helper()
+	var out []point
+	switch d := m.Data.(type) {
+	case metricdata.Histogram[float64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, point{dp.Attributes, int64(dp.Count)})
+		}
+	case metricdata.Sum[int64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, point{dp.Attributes, dp.Value})
+		}
+	default:
+		t.Fatalf("metric %s: unexpected data %T", m.Name, m.Data)
+	}
+	return out
+}
+
+// total adds the counts (histograms) or values (sums) of the data points of
+// metric name whose attributes include want.
+func total(t testing.TB, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) int64 {
 	t.Helper()
 	m, ok := find(rm, name)
 	if !ok {
 		return 0
 	}
-	h, ok := m.Data.(metricdata.Histogram[float64])
-	if !ok {
-		t.Fatalf("%s is a %T, want a float64 histogram", name, m.Data)
-	}
-	var n uint64
-	for _, dp := range h.DataPoints {
-		if has(dp.Attributes, want) {
-			n += dp.Count
+	var n int64
+	for _, p := range points(t, m) {
+		if has(p.attrs, want) {
+			n += p.n
 		}
 	}
 	return n
 }
 
-// sum adds the values of the data points of int64 sum name whose attributes
-// include want.
+// histCount is total for a float64 histogram, sum for an int64 sum; each
+// checks that name is of its kind.
+func histCount(t testing.TB, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	return totalOf[metricdata.Histogram[float64]](t, rm, name, want...)
+}
+
 func sum(t testing.TB, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) int64 {
 	t.Helper()
-	m, ok := find(rm, name)
-	if !ok {
-		return 0
-	}
-	s, ok := m.Data.(metricdata.Sum[int64])
-	if !ok {
-		t.Fatalf("%s is a %T, want an int64 sum", name, m.Data)
-	}
-	var n int64
-	for _, dp := range s.DataPoints {
-		if has(dp.Attributes, want) {
-			n += dp.Value
+	return totalOf[metricdata.Sum[int64]](t, rm, name, want...)
+}
+
+func totalOf[D metricdata.Histogram[float64] | metricdata.Sum[int64]](t testing.TB, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	if m, ok := find(rm, name); ok {
+		if _, kind := m.Data.(D); !kind {
+			t.Fatalf("%s is a %T, want a %T", name, m.Data, *new(D))
 		}
 	}
-	return n
+	return total(t, rm, name, want...)
 }
 
 func has(set attribute.Set, want []attribute.KeyValue) bool {
@@ -225,29 +248,16 @@ func (e *env) noName(t testing.TB, secrets ...string) {
 		}
 	}
 	rm := e.collect(t)
-	points := 0
+	seen := 0
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			var sets []attribute.Set
-			switch d := m.Data.(type) {
-			case metricdata.Histogram[float64]:
-				for _, dp := range d.DataPoints {
-					sets = append(sets, dp.Attributes)
-				}
-			case metricdata.Sum[int64]:
-				for _, dp := range d.DataPoints {
-					sets = append(sets, dp.Attributes)
-				}
-			default:
-				t.Errorf("metric %s: unexpected data %T", m.Name, m.Data)
-			}
-			for _, set := range sets {
-				points++
-				checkSet("metric "+m.Name, set.ToSlice())
+			for _, p := range points(t, m) {
+				seen++
+				checkSet("metric "+m.Name, p.attrs.ToSlice())
 			}
 		}
 	}
-	if points == 0 {
+	if seen == 0 {
 		t.Error("noName: no metric data point was recorded")
 	}
 }
