@@ -57,11 +57,15 @@
 //
 // # Metrics
 //
-//	reqlock.acquire.duration  histogram, s          route, outcome, error.type  (buckets AcquireBuckets)
-//	reqlock.hold.duration     histogram, s          route, outcome, error.type  (release outcome; buckets HoldBuckets)
+//	reqlock.acquire.duration  histogram, s          route, outcome, error.type
+//	reqlock.hold.duration     histogram, s          route, outcome, error.type  (of the release)
 //	reqlock.acquire.attempts  counter, {attempt}    route, outcome, error.type
 //	reqlock.acquires          counter, {acquire}    route, outcome, error.type
 //	reqlock.leases.held       up-down counter       route
+//
+// The histograms advise bucket bounds suited to lock waits: 0.5, 1, 2.5, 5,
+// 10, 25, 50, 100, 250, 500 ms, 1, 2.5, 5 and 10 s for acquires; 1 ms to 60 s
+// for holds. An SDK View overrides them.
 //
 // With WithGuard, a local-lock handler's counters are observed too:
 // reqlock.hotspot.hits, .bypasses, .evictions and .handoffs (counters) and

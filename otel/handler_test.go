@@ -177,6 +177,17 @@ func TestAcquireAndRelease(t *testing.T) {
 	if n := sum(t, rm, lockotel.MetricLeasesHeld); n != 0 {
 		t.Errorf("leases held = %d after the release, want 0", n)
 	}
+	for name, want := range map[string][2]float64{
+		lockotel.MetricAcquireDuration: {0.0005, 10},
+		lockotel.MetricHoldDuration:    {0.001, 60},
+	} {
+		m, _ := find(rm, name)
+		if h, ok := m.Data.(metricdata.Histogram[float64]); !ok || len(h.DataPoints) == 0 {
+			t.Errorf("%s: no histogram data", name)
+		} else if b := h.DataPoints[0].Bounds; len(b) < 10 || b[0] != want[0] || b[len(b)-1] != want[1] {
+			t.Errorf("%s buckets = %v, want from %v to %v", name, b, want[0], want[1])
+		}
+	}
 	e.noName(t, name, lease.Key())
 }
 

@@ -22,15 +22,16 @@ const (
 	MetricHotspotSize     = "reqlock.hotspot.size"      // observable up-down counter, {entry} (WithGuard)
 )
 
-// AcquireBuckets are the histogram bounds of reqlock.acquire.duration, in
+// acquireBuckets are the histogram bounds of reqlock.acquire.duration, in
 // seconds: from half a millisecond (an uncontended acquire on a nearby Redis)
-// to 10 s (beyond any sensible wait budget), about three per decade.
-var AcquireBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+// to 10 s (beyond any sensible wait budget), about three per decade. They are
+// advice to the SDK; a View overrides them.
+var acquireBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// HoldBuckets are the histogram bounds of reqlock.hold.duration, in seconds:
+// holdBuckets are the histogram bounds of reqlock.hold.duration, in seconds:
 // critical sections run from a millisecond to the TTL, which defaults to 10 s
 // and may be longer.
-var HoldBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+var holdBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // instruments are the synchronous instruments of a Handler.
 type instruments struct {
@@ -51,14 +52,14 @@ func newInstruments(meter metric.Meter) instruments {
 	if ins.acquireDuration, err = meter.Float64Histogram(MetricAcquireDuration,
 		metric.WithUnit("s"),
 		metric.WithDescription("Time taken by lock acquires, from the call to the lock or the failure, local wait included."),
-		metric.WithExplicitBucketBoundaries(AcquireBuckets...)); err != nil {
+		metric.WithExplicitBucketBoundaries(acquireBuckets...)); err != nil {
 		otel.Handle(err)
 		ins.acquireDuration, _ = nop.Float64Histogram(MetricAcquireDuration)
 	}
 	if ins.holdDuration, err = meter.Float64Histogram(MetricHoldDuration,
 		metric.WithUnit("s"),
 		metric.WithDescription("Time leases were held, from the acquire to the end of the release."),
-		metric.WithExplicitBucketBoundaries(HoldBuckets...)); err != nil {
+		metric.WithExplicitBucketBoundaries(holdBuckets...)); err != nil {
 		otel.Handle(err)
 		ins.holdDuration, _ = nop.Float64Histogram(MetricHoldDuration)
 	}
