@@ -15,6 +15,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/adaptertest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
 
@@ -42,7 +43,7 @@ func BenchmarkHandler(b *testing.B) {
 		{"chain=otel-sdk+slog", func(b *testing.B) []core.Handler { return append(benchSDK(b), benchSlog(b)...) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			locker := core.New(shared.Client(b), core.WithHandlers(c.handlers(b)...))
+			locker := core.New(adaptertest.Shared.Client(b), core.WithHandlers(c.handlers(b)...))
 			ctx := core.ContextWithRoute(context.Background(), route)
 			names := make([]string, 1024) // distinct names, as distinct orders would be
 			for i := range names {
@@ -114,7 +115,7 @@ func BenchmarkHandlerAlone(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h := c.handlers(b)[0]
-			lease, err := core.New(shared.Client(b)).Acquire(context.Background(), "bench-alone:"+c.name)
+			lease, err := core.New(adaptertest.Shared.Client(b)).Acquire(context.Background(), "bench-alone:"+c.name)
 			if err != nil {
 				b.Fatal(err)
 			}

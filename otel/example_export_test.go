@@ -18,6 +18,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/adaptertest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
 
@@ -56,7 +57,7 @@ func Example_export() {
 		fmt.Println(err)
 		return
 	}
-	client := redis.NewClient(&redis.Options{Addr: shared.Addr(), ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: adaptertest.Shared.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 	locker := core.New(client, core.WithHandlers(
 		lockotel.New(lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp)),

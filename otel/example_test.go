@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/adaptertest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
 
@@ -29,7 +30,7 @@ func ExampleNew() {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(ctx)
 
-	client := redis.NewClient(&redis.Options{Addr: shared.Addr(), ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: adaptertest.Shared.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 	locker := core.New(client, core.WithHandlers(
 		lockotel.New(lockotel.WithTracerProvider(tp), lockotel.WithMeterProvider(mp)),
@@ -82,7 +83,7 @@ func ExampleNewLogHandler() {
 			return a
 		},
 	}))
-	client := redis.NewClient(&redis.Options{Addr: shared.Addr(), ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: adaptertest.Shared.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 	locker := core.New(client, core.WithHandlers(lockotel.NewLogHandler(logger)))
 

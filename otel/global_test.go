@@ -12,6 +12,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/adaptertest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
 
@@ -43,7 +44,7 @@ func TestGlobalProviders(t *testing.T) {
 
 // TestNoopProviders checks that locking works the same when telemetry is off.
 func TestNoopProviders(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	h := lockotel.New(lockotel.WithTracerProvider(tracenoop.NewTracerProvider()), lockotel.WithMeterProvider(metricnoop.NewMeterProvider()),
 		lockotel.WithGuard(guard{map[string]int64{"size": 1}}))
 	defer h.Close()
@@ -53,7 +54,7 @@ func TestNoopProviders(t *testing.T) {
 // lockUnlock takes and releases a name with a Locker with handler h.
 func lockUnlock(t *testing.T, h core.Handler) {
 	t.Helper()
-	l := core.New(shared.Client(t), core.WithHandlers(h))
+	l := core.New(adaptertest.Shared.Client(t), core.WithHandlers(h))
 	lease, err := l.Acquire(context.Background(), uniq(t))
 	if err != nil {
 		t.Fatal(err)

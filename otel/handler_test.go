@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/adaptertest"
 	"github.com/reqlock/reqlock/internal/redistest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
@@ -33,7 +34,7 @@ func (e *env) request(ctx context.Context) (context.Context, trace.Span) {
 func holdElsewhere(t *testing.T, srv *redistest.Server, name string) {
 	t.Helper()
 	if srv == nil {
-		srv = shared
+		srv = adaptertest.Shared
 	}
 	lease, err := core.New(srv.Client(t)).Acquire(context.Background(), name)
 	if err != nil {
@@ -108,7 +109,7 @@ func checkError(t *testing.T, s sdktrace.ReadOnlySpan, errType string) {
 }
 
 func TestAcquireAndRelease(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	e := newEnv(t, nil, nil)
 	name := uniq(t)
 	ctx, req := e.request(context.Background())
@@ -192,7 +193,7 @@ func TestAcquireAndRelease(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	e := newEnv(t, nil, nil, core.WithWait(60*time.Millisecond), core.WithSpin(5*time.Millisecond, 5*time.Millisecond))
 	name := uniq(t)
 	holdElsewhere(t, nil, name)
@@ -248,7 +249,7 @@ func TestCanceled(t *testing.T) {
 		}, context.DeadlineExceeded, lockotel.ErrorTypeDeadlineExceeded},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			leakCheck(t)
+			adaptertest.LeakCheck(t)
 			e := newEnv(t, nil, nil, core.WithWait(10*time.Second))
 			name := uniq(t)
 			holdElsewhere(t, nil, name)
@@ -281,7 +282,7 @@ func outageClient(t *testing.T, srv *redistest.Server) *redis.Client {
 }
 
 func TestRedisDown(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	srv := redistest.Start(t)
 	e := newEnv(t, srv, nil)
 	e.locker = core.New(outageClient(t, srv), core.WithHandlers(e.handler))
@@ -334,7 +335,7 @@ func TestRedisDown(t *testing.T) {
 }
 
 func TestLostLease(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	e := newEnv(t, nil, nil, core.WithTTL(30*time.Millisecond))
 	name := uniq(t)
 	ctx, req := e.request(context.Background())
@@ -363,72 +364,11 @@ func TestLostLease(t *testing.T) {
 	e.noName(t, name, lease.Key())
 }
 
-// localWait stands in for a local-lock handler such as the hotspot guard: it
-// waits on a channel lock of its own before calling next, and reports the
-// wait in Request.LocalWait as such a handler does.
-type localWait struct{ sem chan struct{} }
-
-func (l localWait) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-	start := time.Now()
-	select {
-	case l.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	req.LocalWait = time.Since(start)
-	lease, err := next(ctx, req)
-	if err != nil {
-		<-l.sem
-	}
-	return lease, err
-}
-
-func (l localWait) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
-	defer func() { <-l.sem }()
-	return next(ctx, lease)
-}
-
-func TestLocalWait(t *testing.T) {
-	leakCheck(t)
-	local := localWait{sem: make(chan struct{}, 1)}
-	e := newEnv(t, nil, []core.Handler{local})
-	name := uniq(t)
-	ctx, req := e.request(context.Background())
-	first, err := e.locker.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.AfterFunc(30*time.Millisecond, func() { _ = first.Release(ctx) })
-	second, err := e.locker.Acquire(ctx, name) // waits locally for first
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := second.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	req.End()
-	spans := e.ended(lockotel.SpanAcquire)
-	if len(spans) != 2 {
-		t.Fatalf("%d acquire spans, want 2", len(spans))
-	}
-	if lw, _ := attr(spans[0], lockotel.LocalWaitKey); lw.AsFloat64() >= 0.02 {
-		t.Errorf("local wait of the uncontended first acquire = %vs", lw.AsFloat64())
-	}
-	lw, ok := attr(spans[1], lockotel.LocalWaitKey)
-	if !ok || lw.AsFloat64() < 0.02 {
-		t.Errorf("local wait = %v (set %v), want about the 30ms the first holder kept the name", lw.AsFloat64(), ok)
-	}
-	if w, _ := attr(spans[1], lockotel.WaitKey); w.AsFloat64() < lw.AsFloat64() {
-		t.Errorf("wait %vs < local wait %vs: the wait must include it", w.AsFloat64(), lw.AsFloat64())
-	}
-	e.noName(t, name)
-}
-
 // TestHistogramCounts runs a mix of outcomes and checks that every acquire is
 // counted once in the duration histogram and the outcome counter, and every
 // release once in the hold histogram.
 func TestHistogramCounts(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	e := newEnv(t, nil, nil, core.WithWait(20*time.Millisecond), core.WithSpin(5*time.Millisecond, 5*time.Millisecond))
 	busy := uniq(t)
 	holdElsewhere(t, nil, busy)
@@ -537,7 +477,7 @@ func TestGuardMissingKeys(t *testing.T) {
 // stays counted as held, that a span's parent is its own goroutine's request,
 // and that the handler does not break mutual exclusion.
 func TestConcurrent(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	e := newEnv(t, nil, nil, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, 2*time.Millisecond))
 	name := uniq(t)
 	const goroutines, rounds = 4, 10

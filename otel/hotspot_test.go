@@ -7,6 +7,7 @@ import (
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/hotspot"
+	"github.com/reqlock/reqlock/internal/adaptertest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
 
@@ -18,7 +19,7 @@ var _ lockotel.Guard = (*hotspot.Guard)(nil)
 // the lock over without Redis. The Handler reports the local wait, counts one
 // hold per lease (the handed-off one included) and observes the Guard.
 func TestHotspotGuard(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	name := uniq(t)
 	guard := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(3))
 	e := newEnv(t, nil, []core.Handler{guard})
@@ -43,6 +44,13 @@ func TestHotspotGuard(t *testing.T) {
 	spans := e.ended(lockotel.SpanAcquire)
 	if len(spans) != 2 {
 		t.Fatalf("%d acquire spans, want 2", len(spans))
+	}
+	if lw, _ := attr(spans[0], lockotel.LocalWaitKey); lw.AsFloat64() >= 0.02 {
+		t.Errorf("local wait of the uncontended first acquire = %vs", lw.AsFloat64())
+	}
+	w, _ := attr(spans[1], lockotel.WaitKey)
+	if lw, _ := attr(spans[1], lockotel.LocalWaitKey); w.AsFloat64() < lw.AsFloat64() {
+		t.Errorf("wait %vs < local wait %vs: the wait must include it", w.AsFloat64(), lw.AsFloat64())
 	}
 	if lw, ok := attr(spans[1], lockotel.LocalWaitKey); !ok || lw.AsFloat64() < 0.02 {
 		t.Errorf("local wait = %vs (set %v), want about the 30ms the first holder kept the name", lw.AsFloat64(), ok)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/adaptertest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
 
@@ -57,7 +58,7 @@ func newLogLocker(t *testing.T, lopts []lockotel.LogOption, opts ...core.Option)
 	buf := &logBuffer{}
 	logger := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := lockotel.NewLogHandler(logger, lopts...)
-	l := core.New(shared.Client(t), append([]core.Option{core.WithHandlers(h)}, opts...)...)
+	l := core.New(adaptertest.Shared.Client(t), append([]core.Option{core.WithHandlers(h)}, opts...)...)
 	if err := l.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func want(t *testing.T, line map[string]any, fields map[string]any) {
 }
 
 func TestLogAcquireRelease(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	l, buf := newLogLocker(t, nil)
 	name := uniq(t)
 	ctx := core.ContextWithRoute(context.Background(), route)
@@ -116,7 +117,7 @@ func TestLogAcquireRelease(t *testing.T) {
 }
 
 func TestLogFailures(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	l, buf := newLogLocker(t, nil, core.WithWait(30*time.Millisecond))
 	name := uniq(t)
 	holdElsewhere(t, nil, name)
@@ -139,7 +140,7 @@ func TestLogFailures(t *testing.T) {
 }
 
 func TestLogLostLease(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	l, buf := newLogLocker(t, []lockotel.LogOption{lockotel.WithErrorLevel(slog.LevelError)}, core.WithTTL(20*time.Millisecond))
 	lease, err := l.Acquire(context.Background(), uniq(t))
 	if err != nil {
@@ -158,7 +159,7 @@ func TestLogLostLease(t *testing.T) {
 }
 
 func TestLogWithoutName(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	l, buf := newLogLocker(t, []lockotel.LogOption{lockotel.WithoutName()}, core.WithWait(20*time.Millisecond))
 	name := uniq(t)
 	lease, err := l.Acquire(context.Background(), name)
@@ -185,7 +186,7 @@ func TestLogWithoutName(t *testing.T) {
 }
 
 func TestLogLevel(t *testing.T) {
-	leakCheck(t)
+	adaptertest.LeakCheck(t)
 	var level slog.LevelVar
 	level.Set(slog.LevelDebug - 1) // below the logger's Debug: nothing written
 	l, buf := newLogLocker(t, []lockotel.LogOption{lockotel.WithLevel(&level)})
@@ -214,7 +215,7 @@ func TestLogDefaultLogger(t *testing.T) {
 	t.Cleanup(func() { slog.SetDefault(old) })
 	h := lockotel.NewLogHandler(nil, nil, lockotel.WithLevel(nil)) // nil options and level keep the defaults
 	slog.SetDefault(slog.New(slog.NewJSONHandler(buf, nil)))       // after New: used all the same
-	l := core.New(shared.Client(t), core.WithHandlers(h))
+	l := core.New(adaptertest.Shared.Client(t), core.WithHandlers(h))
 	lease, err := l.Acquire(context.Background(), uniq(t))
 	if err != nil {
 		t.Fatal(err)

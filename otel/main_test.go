@@ -3,7 +3,6 @@ package lockotel_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,46 +13,15 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.uber.org/goleak"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/adaptertest"
 	"github.com/reqlock/reqlock/internal/redistest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
 
-// shared is the redis-server most tests use; each test locks names of its
-// own. Tests that stop Redis start a server of their own.
-var shared *redistest.Server
-
-// quiet drops go-redis's own log lines (dial retries while a test has Redis
-// stopped).
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...interface{}) {}
-
 func TestMain(m *testing.M) {
-	redis.SetLogger(quiet{})
-	var err error
-	if shared, err = redistest.Launch(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	shared.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leakCheck fails the test if it leaves goroutines behind. Call it first, so
-// that it runs after the test's other clean-ups.
-func leakCheck(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	adaptertest.Main(m) // a shared redis-server, adaptertest.Shared, and a leak check at the end
 }
 
 var seq atomic.Int64
@@ -81,7 +49,7 @@ type env struct {
 func newEnv(t testing.TB, srv *redistest.Server, extra []core.Handler, opts ...core.Option) *env {
 	t.Helper()
 	if srv == nil {
-		srv = shared
+		srv = adaptertest.Shared
 	}
 	e := &env{client: srv.Client(t), spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
 	e.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(e.spans))
