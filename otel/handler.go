@@ -25,8 +25,9 @@ const (
 
 // Handler traces and measures lock acquires and releases. It is a
 // core.Handler: give it to core.WithHandlers, first, so that it sees the
-// whole acquire, local wait included. It is safe for concurrent use and
-// keeps per-lease state on the Lease only.
+// whole acquire, local wait included. It is safe for concurrent use. It keeps
+// per-lease state on the Lease; its only state of its own is a bounded cache
+// of the attribute sets of each route and outcome.
 type Handler struct {
 	tracer trace.Tracer
 	ins    instruments
