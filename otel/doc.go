@@ -25,7 +25,7 @@
 //
 //	reqlock.route               route template or RPC method; omitted when empty
 //	reqlock.outcome             acquired, timeout, canceled or error
-//	reqlock.attempts            Redis attempts made
+//	reqlock.attempts            Redis attempts made (0 when a local waiter got the lock by handoff)
 //	reqlock.wait.seconds        time from the call to the lock or the failure
 //	reqlock.local_wait.seconds  part of it spent on a local lock (hotspot guard); when positive
 //	error.type                  on failures: timeout, canceled, deadline_exceeded, storage, invalid, _OTHER
