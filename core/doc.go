@@ -48,12 +48,22 @@
 // braces or beginning with "sha256:" are replaced by "sha256:" and their
 // SHA-256 in hex. See Locker.Key.
 //
+// # Reentrancy
+//
+// A context that carries a lease (ContextWithLease; the adapters add the
+// lease they take) makes Acquire of the same name with the same Locker
+// reentrant: it returns a nested lease without a Redis call, and the name is
+// released when the outermost lease is.
+//
 // # Handlers
 //
 // A Handler wraps acquire and release like HTTP middleware (the seed
 // framework's LockHandler). Handlers are given with WithHandlers; the Redis
 // backend is always the innermost link. Local hot-spot locks and telemetry
-// are Handlers in their own packages.
+// are Handlers in their own packages. Lease.Handoff lets a local-lock
+// handler pass a lock still held in Redis to the next local waiter, and
+// ContextWithRoute gives telemetry handlers a low-cardinality label
+// (Request.Route).
 //
 // # Limits
 //

@@ -14,6 +14,10 @@ type Request struct {
 	Name string
 	// Key is the Redis key that guards Name (see Locker.Key).
 	Key string
+	// Route is the label set on the context with ContextWithRoute (a route
+	// template or RPC method), or "". Unlike Name it has low cardinality, so
+	// telemetry handlers may use it as an attribute.
+	Route string
 	// TTL is the lifetime of the lock in Redis: the Locker's TTL, or the one
 	// set with ContextWithTTL. A handler may change it before calling next;
 	// the innermost link rejects a TTL outside [1ms, MaxTTL] with
@@ -27,6 +31,10 @@ type Request struct {
 	// Attempts counts the Redis attempts the innermost link made. Handlers
 	// read it after next returns.
 	Attempts int
+	// LocalWait is the time spent waiting for a lock inside this process
+	// before contending in Redis, set by a local-lock handler such as the
+	// hotspot guard; 0 without one.
+	LocalWait time.Duration
 }
 
 // TimeoutErr returns the error for a wait budget that is spent: the context's

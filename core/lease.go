@@ -21,11 +21,17 @@ type Lease struct {
 	releaseErr  error
 	extendMu    sync.Mutex // one Extend at a time, so validUntil follows Redis
 
+	// parent is the outermost lease of a nested (reentrant) lease, which
+	// owns the hold in Redis; nil for a lease that owns it itself.
+	parent *Lease
+
 	mu         sync.Mutex
 	ttl        time.Duration
 	validUntil time.Time // see validity
 	released   bool
 	lost       bool
+	deleted    bool          // the innermost release link ran: the hold cannot be handed off
+	handedOff  bool          // Handoff gave the hold to another lease
 	done       chan struct{} // made on the first call of Done
 	doneClosed bool
 	expiry     *time.Timer // closes done when validUntil passes
@@ -42,6 +48,35 @@ func newLease(l *Locker, req *Request, token string, sent time.Time) *Lease {
 		ttl:        req.TTL,
 		validUntil: validity(sent, req.TTL),
 	}
+}
+
+// nested returns a lease for a reentrant Acquire of outer's name: it shares
+// outer's hold in Redis and releases nothing itself.
+func nested(outer *Lease) *Lease {
+	return &Lease{
+		locker: outer.locker,
+		name:   outer.name,
+		key:    outer.key,
+		token:  outer.token,
+		fence:  outer.fence,
+		parent: outer,
+	}
+}
+
+// outer returns the lease that owns the hold in Redis: l, or the outermost
+// lease of a nested one.
+func (l *Lease) outer() *Lease {
+	if l.parent != nil {
+		return l.parent
+	}
+	return l
+}
+
+// held reports whether l still owns its hold, as far as this process knows.
+func (l *Lease) held() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.released && !l.lost && !l.handedOff && time.Now().Before(l.validUntil)
 }
 
 // validity is when a lock given ttl by a command sent at sent is to be taken
@@ -70,6 +105,7 @@ func (l *Lease) Fence() int64 { return l.fence }
 // TTL returns the lifetime the lock was last given in Redis (at acquire or
 // Extend).
 func (l *Lease) TTL() time.Duration {
+	l = l.outer()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ttl
@@ -80,6 +116,7 @@ func (l *Lease) TTL() time.Duration {
 // sent, less a margin for clock drift (1% of the TTL plus 2 ms). Redis frees
 // the key a little later.
 func (l *Lease) ValidUntil() time.Time {
+	l = l.outer()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.validUntil
@@ -89,7 +126,11 @@ func (l *Lease) ValidUntil() time.Time {
 // when Release is called, when Extend finds the lock gone, or when the TTL runs
 // out (ValidUntil passes) without an Extend, a little before Redis frees the
 // key. Adapters cancel the request's context when it closes.
+//
+// A nested lease (see Locker.Acquire) returns the channel of its outermost
+// lease, which owns the hold.
 func (l *Lease) Done() <-chan struct{} {
+	l = l.outer()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.done == nil {
@@ -142,9 +183,18 @@ var errReleasePanicked = errors.New("reqlock: release: the handler chain panicke
 // release whose reply was lost may be sent again and report ErrNotHeld
 // although its first transmission deleted the key; either way the key is no
 // longer this lease's.
+//
+// Releasing a nested lease (see Locker.Acquire) releases nothing in Redis and
+// runs no handler: the name stays held until its outermost lease is released.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil {
 		return fmt.Errorf("%w: release of a nil lease", ErrNotHeld)
+	}
+	if l.parent != nil {
+		l.mu.Lock()
+		l.released = true
+		l.mu.Unlock()
+		return nil
 	}
 	l.releaseOnce.Do(func() {
 		// Stays if a handler panics, so that later calls do not report success.
@@ -165,16 +215,26 @@ func (l *Lease) Release(ctx context.Context) error {
 // when the lease was released or the lock had expired, in which case Done is
 // closed; ErrStorage when Redis failed; the context's error when ctx ended.
 // ttl is rounded up to whole milliseconds and must be between 1 ms and
-// MaxTTL. Calls of Extend on one lease run one at a time.
+// MaxTTL. Calls of Extend on one lease run one at a time. Extending a nested
+// lease extends its outermost lease.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	ttl, err := checkTTL(ttl, "Extend")
 	if err != nil {
 		return err
 	}
+	if l.parent != nil {
+		l.mu.Lock()
+		released := l.released
+		l.mu.Unlock()
+		if released {
+			return fmt.Errorf("%w: extend %q: the nested lease was released", ErrNotHeld, l.name)
+		}
+		l = l.parent
+	}
 	l.extendMu.Lock()
 	defer l.extendMu.Unlock()
 	l.mu.Lock()
-	gone := l.released || l.lost
+	gone := l.released || l.lost || l.handedOff
 	l.mu.Unlock()
 	if gone {
 		return fmt.Errorf("%w: extend %q: the lease was released or lost", ErrNotHeld, l.name)

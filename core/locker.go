@@ -77,6 +77,13 @@ func (l *Locker) Err() error {
 //
 // The lock lives for the Locker's TTL, or for the one set on ctx with
 // ContextWithTTL.
+//
+// Acquire is reentrant through the context: when ctx carries (see
+// ContextWithLease) a lease of this Locker for the same name that is still
+// held, Acquire returns a nested lease at once, with no Redis call and no
+// handler. Releasing the nested lease releases nothing; the name is released
+// when the outermost lease is. So a service function can lock "order:42"
+// whether or not the route's middleware already did.
 func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	if l.err != nil {
 		return nil, l.err
@@ -84,6 +91,9 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	key, err := l.Key(name)
 	if err != nil {
 		return nil, err
+	}
+	if outer := l.heldIn(ctx, key); outer != nil {
+		return nested(outer), nil
 	}
 	ttl := l.cfg.ttl
 	if v, ok := TTLFromContext(ctx); ok {
@@ -96,7 +106,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	req := &Request{Name: name, Key: key, TTL: ttl, Start: now, Deadline: deadline}
+	req := &Request{Name: name, Key: key, Route: RouteFromContext(ctx), TTL: ttl, Start: now, Deadline: deadline}
 	lease, err := l.acquire(ctx, req)
 	switch {
 	case err != nil && lease != nil: // a handler broke the contract: do not leak the lock
@@ -186,6 +196,13 @@ func (l *Locker) undo(ctx context.Context, key, token string) {
 
 // unlock is the innermost release link: compare-and-delete.
 func (l *Locker) unlock(ctx context.Context, lease *Lease) error {
+	lease.mu.Lock()
+	handedOff := lease.handedOff
+	lease.deleted = !handedOff
+	lease.mu.Unlock()
+	if handedOff {
+		return nil // the hold is another lease's now
+	}
 	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
 	defer cancel()
 	ok, err := l.store.release(ioCtx, lease.key, lease.token)

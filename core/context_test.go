@@ -1,0 +1,153 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/reqlock/reqlock/core"
+)
+
+func TestReentrantAcquireThroughContext(t *testing.T) {
+	leakCheck(t)
+	calls := 0
+	counting := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+		calls++
+		return next(ctx, req)
+	}}
+	e := newEnv(t, nil, core.WithWait(0), core.WithHandlers(counting))
+	ctx := context.Background()
+	name := uniq(t)
+
+	outer, err := e.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx = core.ContextWithLease(ctx, outer)
+	if got := core.LeaseFromContext(ctx); got != outer {
+		t.Fatalf("LeaseFromContext = %p, want the outer lease %p", got, outer)
+	}
+	e.rt.n.Store(0)
+
+	inner, err := e.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatalf("reentrant acquire: %v", err)
+	}
+	if n := e.rt.n.Load(); n != 0 || calls != 1 {
+		t.Fatalf("reentrant acquire made %d round trips and ran the handler %d times; want 0 and 1 (the outer acquire's)", n, calls)
+	}
+	if inner == outer || inner.Token() != outer.Token() || inner.Key() != outer.Key() || inner.Done() != outer.Done() {
+		t.Fatal("the nested lease should be a new lease sharing the outer one's token, key and Done")
+	}
+
+	// Nested twice: a context carrying the nested lease is reentrant too.
+	innermost, err := e.locker.Acquire(core.ContextWithLease(ctx, inner), name)
+	if err != nil || innermost.Token() != outer.Token() {
+		t.Fatalf("acquire under the nested lease: %v", err)
+	}
+	for _, l := range []*core.Lease{innermost, inner, inner} { // twice: idempotent
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("release of a nested lease: %v", err)
+		}
+	}
+	if got, _ := e.client.Get(ctx, outer.Key()).Result(); got != outer.Token() {
+		t.Fatalf("after the nested releases the key holds %q, want the outer token", got)
+	}
+	select {
+	case <-outer.Done():
+		t.Fatal("a nested release closed the outer lease's Done")
+	default:
+	}
+	if err := inner.Extend(ctx, time.Second); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("Extend of a released nested lease = %v, want ErrNotHeld", err)
+	}
+	if err := outer.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := e.client.Exists(ctx, outer.Key()).Result(); n != 0 {
+		t.Fatal("the outer release left the key")
+	}
+
+	// The outer lease is gone: the context no longer makes Acquire reentrant.
+	e.rt.n.Store(0)
+	again, err := e.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Release(ctx)
+	if again.Token() == outer.Token() || e.rt.n.Load() != 1 {
+		t.Fatalf("acquire after the outer release should go to Redis (round trips %d)", e.rt.n.Load())
+	}
+}
+
+func TestReentrancyIsPerLockerAndName(t *testing.T) {
+	leakCheck(t)
+	a := newEnv(t, nil, core.WithWait(0))
+	b := newEnv(t, nil, core.WithWait(0))
+	name := uniq(t)
+	outer := hold(t, a, name)
+	ctx := core.ContextWithLease(context.Background(), outer)
+
+	// Another Locker (another service instance) is not the holder.
+	if _, err := b.locker.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
+		t.Fatalf("another Locker's acquire under the lease = %v, want ErrTimeout", err)
+	}
+	// Another name is an ordinary acquire.
+	other, err := a.locker.Acquire(ctx, name+"/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Token() == outer.Token() {
+		t.Fatal("another name shared the outer lease")
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The extend of a nested lease reaches the outer lease's key.
+	inner, err := a.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.Extend(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := pttl(t, a, outer.Key()); d <= 4*time.Second || d > 5*time.Second {
+		t.Fatalf("PTTL after a nested Extend(5s) = %v", d)
+	}
+	if outer.TTL() != 5*time.Second || inner.TTL() != 5*time.Second {
+		t.Fatalf("TTL after Extend: outer %v, nested %v", outer.TTL(), inner.TTL())
+	}
+}
+
+func TestLeaseFromContextEmpty(t *testing.T) {
+	if l := core.LeaseFromContext(context.Background()); l != nil {
+		t.Fatal("a bare context carries a lease")
+	}
+	ctx := core.ContextWithLease(context.Background(), nil)
+	if l := core.LeaseFromContext(ctx); l != nil {
+		t.Fatal("ContextWithLease(nil) added a lease")
+	}
+}
+
+func TestRouteReachesHandlers(t *testing.T) {
+	leakCheck(t)
+	var seen string
+	h := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+		seen = req.Route
+		return next(ctx, req)
+	}}
+	e := newEnv(t, nil, core.WithHandlers(h))
+	ctx := core.ContextWithRoute(context.Background(), "/orders/:id")
+	if core.RouteFromContext(ctx) != "/orders/:id" || core.RouteFromContext(context.Background()) != "" {
+		t.Fatal("RouteFromContext does not return what ContextWithRoute set")
+	}
+	lease, err := e.locker.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	if seen != "/orders/:id" {
+		t.Fatalf("Request.Route = %q", seen)
+	}
+}
