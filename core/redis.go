@@ -72,7 +72,7 @@ func newRedisStore(client redis.UniversalClient, cfg *config) redisStore {
 
 // Companion keys of a lock key: appended to it, so that they share its hash
 // tag and its cluster slot.
-func fenceKey(key string) string { return key + ":fence" }
+func fenceKey(key string) string  { return key + ":fence" }
 func channelOf(key string) string { return key + ":released" }
 
 // tryAcquire is the seed's addIfAbsent: SET key token NX PX ttl GET, one

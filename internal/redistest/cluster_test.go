@@ -81,6 +81,9 @@ func TestSentinelFailover(t *testing.T) {
 	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if n, err := c.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT for the replica: %d, %v", n, err)
+	}
 	first, err := d.Master(ctx)
 	if err != nil || first != d.Data[0] {
 		t.Fatalf("master = %v, %v; want the first data node", first, err)
@@ -93,9 +96,13 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("master after failover = %v, %v", m, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Get(ctx, "k").Val() != "v" {
+	for {
+		got, err := c.Get(ctx, "k").Result()
+		if got == "v" {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the failover client did not reach the promoted replica")
+			t.Fatalf("the failover client did not reach the promoted replica: %q, %v", got, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
