@@ -244,7 +244,10 @@ func (l *Locker) unlock(ctx context.Context, lease *Lease) error {
 // reported as such and not wrapped, so that errors.Is(err,
 // context.DeadlineExceeded) stays false for storage errors.
 func (l *Locker) storageErr(op, name string, err error) error {
+	var q *quorumError
 	switch {
+	case errors.As(err, &q):
+		return fmt.Errorf("%w: %s %q: %w", ErrStorage, op, name, err)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %s %q: no reply within the I/O timeout of %v", ErrStorage, op, name, l.cfg.ioTimeout)
 	case errors.Is(err, os.ErrDeadlineExceeded):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -71,13 +72,13 @@ func newRedlockStore(clients []redis.UniversalClient, cfg *config) redlockStore 
 // quorumError is the storage error of a Redlock operation for which too many
 // nodes failed to reach a quorum. It wraps the nodes' errors.
 type quorumError struct {
-	op           string
 	failed, need int
 	errs         error
 }
 
 func (e *quorumError) Error() string {
-	return fmt.Sprintf("redlock %s: %d nodes failed, a quorum of %d cannot be reached: %v", e.op, e.failed, e.need, e.errs)
+	return fmt.Sprintf("redlock: %d nodes failed, a quorum of %d is out of reach: %s", e.failed, e.need,
+		strings.ReplaceAll(e.errs.Error(), "\n", "; "))
 }
 
 func (e *quorumError) Unwrap() error { return e.errs }
@@ -90,17 +91,26 @@ type nodeResult struct {
 	late  bool // came after the outcome was decided: a failure then is our own cancellation
 }
 
+// errNoReply stands for a node that did not answer in time. A node's context
+// error is replaced by it, so that a Redlock storage error never reads as the
+// caller's context.DeadlineExceeded or Canceled.
+var errNoReply = errors.New("no reply in time")
+
 // tally counts the answers.
 func tally(results []nodeResult) (ok, failed int, fence int64, errs error) {
 	var all []error
-	for _, r := range results {
+	for i, r := range results {
 		switch {
 		case r.ok:
 			ok++
 			fence = max(fence, r.fence)
 		case r.err != nil && !r.late:
 			failed++
-			all = append(all, r.err)
+			err := r.err
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				err = errNoReply
+			}
+			all = append(all, fmt.Errorf("node %d: %w", i, err))
 		}
 	}
 	return ok, failed, fence, errors.Join(all...)
@@ -138,12 +148,12 @@ func (r redlockStore) fanout(ctx context.Context, decide bool, op func(context.C
 
 // outcome turns a tally into the store's answer: ours with a quorum, a
 // quorumError when failures alone make a quorum impossible, not ours else.
-func (r redlockStore) outcome(op string, ok, failed int, errs error) (bool, error) {
+func (r redlockStore) outcome(ok, failed int, errs error) (bool, error) {
 	if ok >= r.quorum {
 		return true, nil
 	}
 	if failed > len(r.nodes)-r.quorum {
-		return false, &quorumError{op: op, failed: failed, need: r.quorum, errs: errs}
+		return false, &quorumError{failed: failed, need: r.quorum, errs: errs}
 	}
 	return false, nil
 }
@@ -160,7 +170,7 @@ func (r redlockStore) tryAcquire(ctx context.Context, key, token string, ttl tim
 		ok, fence, err := n.tryAcquire(ctx, key, token, ttl)
 		return nodeResult{ok: ok, fence: fence, err: err}
 	}))
-	held, err := r.outcome("acquire", ok, failed, errs)
+	held, err := r.outcome(ok, failed, errs)
 	if held && r.fencing {
 		held, err = r.raiseFence(vctx, key, token, fence)
 	}
@@ -178,7 +188,7 @@ func (r redlockStore) raiseFence(ctx context.Context, key, token string, fence i
 		ok, err := n.raiseFence(ctx, key, token, fence)
 		return nodeResult{ok: ok, err: err}
 	}))
-	return r.outcome("fence", ok, failed, errs)
+	return r.outcome(ok, failed, errs)
 }
 
 // releaseAll deletes the key on every node that holds token, with a context
@@ -201,7 +211,7 @@ func (r redlockStore) release(ctx context.Context, key, token string) (bool, err
 		return nodeResult{ok: ok, err: err}
 	}))
 	if ok < r.quorum && ok+failed >= r.quorum {
-		return false, &quorumError{op: "release", failed: failed, need: r.quorum, errs: errs}
+		return false, &quorumError{failed: failed, need: r.quorum, errs: errs}
 	}
 	return ok >= r.quorum, nil
 }
@@ -217,7 +227,7 @@ func (r redlockStore) extend(ctx context.Context, key, token string, ttl time.Du
 		ok, fence, err := n.extend(ctx, key, token, ttl, newFence)
 		return nodeResult{ok: ok, fence: fence, err: err}
 	}))
-	held, err := r.outcome("extend", ok, failed, errs)
+	held, err := r.outcome(ok, failed, errs)
 	if held && newFence && r.fencing {
 		held, err = r.raiseFence(vctx, key, token, fence)
 	}
