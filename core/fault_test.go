@@ -218,17 +218,18 @@ func TestFaultRedisRestartMidRun(t *testing.T) {
 	}
 	// The shared subscription came back with Redis: a waiter with a sleep of
 	// a minute is woken by a release.
-	checkWake(t, envs[0], envs[1].locker, srv)
+	checkWake(t, envs[0].locker, envs[1].locker, srv)
 }
 
 // checkWake makes waiter wait for a name held by holder with a sleep far
 // longer than its context, and releases the name: only a notification can
-// let the waiter in before its context ends.
-func checkWake(t *testing.T, holder *env, waiter *core.Locker, srv *redistest.Server) {
+// let the waiter in before its context ends. nodes are the servers of the
+// deployment, where the waiter's subscription is looked for.
+func checkWake(t *testing.T, holder, waiter *core.Locker, nodes ...*redistest.Server) {
 	t.Helper()
 	ctx := context.Background()
 	name := uniq(t)
-	held, err := holder.locker.Acquire(ctx, name)
+	held, err := holder.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func checkWake(t *testing.T, holder *env, waiter *core.Locker, srv *redistest.Se
 		}
 		got <- err
 	}()
-	waitSubscribed(t, srv, held.Key()+":released")
+	waitSubscribed(t, held.Key()+":released", nodes...)
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -251,12 +252,22 @@ func checkWake(t *testing.T, holder *env, waiter *core.Locker, srv *redistest.Se
 	}
 }
 
-// waitSubscribed waits until channel has a subscriber on srv.
-func waitSubscribed(t *testing.T, srv *redistest.Server, channel string) {
+// waitSubscribed waits until channel has a subscriber on one of nodes.
+func waitSubscribed(t *testing.T, channel string, nodes ...*redistest.Server) {
 	t.Helper()
-	admin := srv.Client(t)
+	var admins []*redis.Client
+	for _, n := range nodes {
+		if n.Running() {
+			admins = append(admins, n.Client(t))
+		}
+	}
 	deadline := time.Now().Add(5 * time.Second)
-	for admin.PubSubNumSub(context.Background(), channel).Val()[channel] == 0 {
+	for {
+		for _, a := range admins {
+			if a.PubSubNumSub(context.Background(), channel).Val()[channel] > 0 {
+				return
+			}
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no subscriber on %s", channel)
 		}

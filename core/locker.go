@@ -19,9 +19,10 @@ type Locker struct {
 	cfg     config
 	err     error
 	store   store
-	notify  *notifier   // WithNotify; nil otherwise
-	acquire AcquireFunc // the handler chain around spin
-	release ReleaseFunc // the handler chain around unlock
+	notify  *notifier             // WithNotify; nil otherwise
+	reload  func(context.Context) // a cluster client's ReloadState; nil otherwise
+	acquire AcquireFunc           // the handler chain around spin
+	release ReleaseFunc           // the handler chain around unlock
 }
 
 // New returns a Locker that keeps its locks in the Redis deployment behind
@@ -56,6 +57,9 @@ func newLocker(clients []redis.UniversalClient, err error, opts []Option) *Locke
 	l := &Locker{cfg: cfg, err: err}
 	if len(clients) == 1 {
 		l.store = newRedisStore(clients[0], &l.cfg)
+		if c, ok := clients[0].(interface{ ReloadState(context.Context) }); ok && err == nil {
+			l.reload = c.ReloadState
+		}
 	} else {
 		l.store = newRedlockStore(clients, &l.cfg)
 	}
@@ -243,7 +247,15 @@ func (l *Locker) unlock(ctx context.Context, lease *Lease) error {
 // fired inside the client is our I/O timeout, not the caller's: it is
 // reported as such and not wrapped, so that errors.Is(err,
 // context.DeadlineExceeded) stays false for storage errors.
+//
+// With a cluster client, a storage error also asks the client to reload the
+// cluster's topology in the background (go-redis deduplicates the reloads):
+// after a failover the dead master answers no MOVED, and go-redis would
+// otherwise keep sending to it until its periodic reload, a minute later.
 func (l *Locker) storageErr(op, name string, err error) error {
+	if l.reload != nil {
+		l.reload(context.Background())
+	}
 	var q *quorumError
 	switch {
 	case errors.As(err, &q):

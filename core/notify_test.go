@@ -30,7 +30,7 @@ func TestNotifyWakesWaiterOnRelease(t *testing.T) {
 	}})
 	waiter := newEnv(t, srv, append(notifyOpts, core.WithNotify(), count)...)
 	t.Cleanup(func() { _ = holder.locker.Close(); _ = waiter.locker.Close() })
-	checkWake(t, holder, waiter.locker, srv)
+	checkWake(t, holder.locker, waiter.locker, srv)
 	if n := attempts.Load(); n != 2 {
 		t.Fatalf("the woken waiter made %d attempts, want 2 (one before the release, one after)", n)
 	}
@@ -90,7 +90,7 @@ func TestNotifySharesOneSubscription(t *testing.T) {
 		}
 	}
 	for _, h := range held {
-		waitSubscribed(t, srv, h.Key()+":released")
+		waitSubscribed(t, h.Key()+":released", srv)
 	}
 	for _, h := range held {
 		if n := admin.PubSubNumSub(ctx, h.Key()+":released").Val()[h.Key()+":released"]; n != 1 {
