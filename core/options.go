@@ -114,6 +114,10 @@ func WithHandlers(handlers ...Handler) Option {
 // expire and pass to someone else. A lease whose holder process freezes
 // (a GC pause, a stopped VM) is not renewed either: pair the watchdog with
 // WithFencing where a stale holder must never write.
+//
+// Each held lease has a goroutine renewing it until Release (or until it is
+// lost or handed off): a lease that is never released is renewed forever,
+// so release every lease, typically with defer.
 func WithWatchdog() Option {
 	return func(c *config) { c.watchdog = true }
 }
@@ -157,9 +161,11 @@ func WithFencing() Option {
 // one round trip instead of half a sleep. The sleep stays the fallback for a
 // lost message and for locks that end by expiry, which publish nothing.
 //
-// The Locker subscribes once per Redis deployment (one connection, started
-// at the first wait): SUBSCRIBE for the names that have waiters, UNSUBSCRIBE
-// when the last one leaves. Close the Locker to end the subscription. It is
+// It is the releasing Locker that publishes: give WithNotify to every Locker
+// that locks the same names. The Locker subscribes once per Redis deployment
+// (one connection, started at the first wait): SUBSCRIBE for the names that
+// have waiters, UNSUBSCRIBE when the last one leaves. Close the Locker to end
+// the subscription. It is
 // plain pub/sub, also on Redis Cluster, where each PUBLISH is broadcast to
 // every node over the cluster bus; sharded pub/sub would need one connection
 // per shard and a resubscription at every slot move, for a gain that matters
