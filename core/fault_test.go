@@ -38,6 +38,41 @@ func section(o *redistest.Overlap, lease *core.Lease, d time.Duration, careless 
 	}
 }
 
+// contend runs rounds of acquire-then-body on name in goroutines per locker
+// and waits for them all; body gets the lease and must release it. A failed
+// acquire fails the test and ends its goroutine.
+func contend(t *testing.T, lockers []*core.Locker, goroutines, rounds int, name string, body func(*core.Lease)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, l := range lockers {
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := 0; r < rounds; r++ {
+					lease, err := l.Acquire(context.Background(), name)
+					if err != nil {
+						t.Errorf("acquire %s: %v", name, err)
+						return
+					}
+					body(lease)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// lockers returns n Lockers with opts, each on a client of its own of the
+// shared server.
+func lockers(t *testing.T, n int, opts ...core.Option) []*core.Locker {
+	ls := make([]*core.Locker, n)
+	for i := range ls {
+		ls[i] = newEnv(t, nil, opts...).locker
+	}
+	return ls
+}
+
 // TestFaultHandlersThreeTimesTheTTL runs handlers that take 3× the TTL, and
 // do not even watch Done: with the watchdog no two of them overlap and none
 // loses its lease; without it (the control) they overlap.
@@ -51,36 +86,19 @@ func TestFaultHandlersThreeTimesTheTTL(t *testing.T) {
 			opts = append(opts, core.WithWatchdog())
 		}
 		o = &redistest.Overlap{}
-		var wg sync.WaitGroup
-		for i := 0; i < 2; i++ {
-			e := newEnv(t, nil, opts...)
-			for g := 0; g < 2; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					ctx := context.Background()
-					for r := 0; r < 1; r++ {
-						lease, err := e.locker.Acquire(ctx, name)
-						if err != nil {
-							t.Errorf("acquire: %v", err)
-							return
-						}
-						section(o, lease, hold, true)
-						select {
-						case <-lease.Done():
-							atomic.AddInt64(&lost, 1)
-						default:
-						}
-						if err := lease.Release(ctx); err == nil {
-							atomic.AddInt64(&ok, 1)
-						} else if !errors.Is(err, core.ErrNotHeld) || watchdog {
-							t.Errorf("release: %v", err)
-						}
-					}
-				}()
+		contend(t, lockers(t, 2, opts...), 2, 1, name, func(lease *core.Lease) {
+			section(o, lease, hold, true)
+			select {
+			case <-lease.Done():
+				atomic.AddInt64(&lost, 1)
+			default:
 			}
-		}
-		wg.Wait()
+			if err := lease.Release(context.Background()); err == nil {
+				atomic.AddInt64(&ok, 1)
+			} else if !errors.Is(err, core.ErrNotHeld) || watchdog {
+				t.Errorf("release: %v", err)
+			}
+		})
 		return o, ok, lost
 	}
 	o, ok, lost := run(t, true)
@@ -305,56 +323,40 @@ func TestFaultFrozenHolderFencedStore(t *testing.T) {
 			opts = append(opts, core.WithFencing())
 		}
 		store, log := "store:"+name, "log:"+name
+		client := shared.Client(t) // the store's, apart from the lock's
 		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for i := 0; i < 2; i++ {
-			e := newEnv(t, nil, opts...)
-			for g := 0; g < 2; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					ctx := context.Background()
-					for r := 0; r < 3; r++ {
-						lease, err := e.locker.Acquire(ctx, name)
-						if err != nil {
-							t.Errorf("acquire: %v", err)
-							return
-						}
-						id := lease.Token()
-						write := func(what string) bool {
-							n, err := fencedStore.Run(ctx, e.client, []string{store, log}, lease.Fence(), what+":"+id).Int()
-							if err != nil {
-								t.Errorf("store: %v", err)
-							}
-							return n == 1
-						}
-						if !write("begin") {
-							mu.Lock()
-							rejected++
-							mu.Unlock()
-						}
-						paused := (r+g)%2 == 0
-						if paused {
-							time.Sleep(freeze) // frozen: no renewal, no Done, nothing runs
-						}
-						stale := time.Now().After(lease.ValidUntil())
-						accepted := write("end")
-						mu.Lock()
-						attempts++
-						if stale {
-							frozen++
-						}
-						if !accepted {
-							rejected++
-						}
-						mu.Unlock()
-						_ = lease.Release(ctx) // ErrNotHeld after a freeze
-					}
-				}()
+		var cycles atomic.Int64
+		contend(t, lockers(t, 2, opts...), 2, 3, name, func(lease *core.Lease) {
+			ctx := context.Background()
+			write := func(what string) bool {
+				n, err := fencedStore.Run(ctx, client, []string{store, log}, lease.Fence(), what+":"+lease.Token()).Int()
+				if err != nil {
+					t.Errorf("store: %v", err)
+				}
+				return n == 1
 			}
-		}
-		wg.Wait()
-		entries, err := shared.Client(t).LRange(context.Background(), log, 0, -1).Result()
+			if !write("begin") {
+				mu.Lock()
+				rejected++
+				mu.Unlock()
+			}
+			if cycles.Add(1)%2 == 0 {
+				time.Sleep(freeze) // frozen: no renewal, no Done, nothing runs
+			}
+			stale := time.Now().After(lease.ValidUntil())
+			accepted := write("end")
+			mu.Lock()
+			attempts++
+			if stale {
+				frozen++
+			}
+			if !accepted {
+				rejected++
+			}
+			mu.Unlock()
+			_ = lease.Release(ctx) // ErrNotHeld after a freeze
+		})
+		entries, err := client.LRange(context.Background(), log, 0, -1).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,36 +47,20 @@ func TestRedlockMutualExclusion(t *testing.T) {
 	name := uniq(t)
 	opts := []core.Option{core.WithWait(20 * time.Second), core.WithSpin(time.Millisecond, 3*time.Millisecond), core.WithFencing(), core.WithNotify()}
 	var o redistest.Overlap
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var fences []int64
-	for i := 0; i < 3; i++ {
-		l := redlockEnv(t, nodes, opts...)
-		for g := 0; g < 3; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx := context.Background()
-				for r := 0; r < 8; r++ {
-					lease, err := l.Acquire(ctx, name)
-					if err != nil {
-						t.Errorf("acquire: %v", err)
-						return
-					}
-					exit := o.Enter()
-					mu.Lock()
-					fences = append(fences, lease.Fence()) // in lock order: appended inside the section
-					mu.Unlock()
-					time.Sleep(time.Millisecond)
-					exit()
-					if err := lease.Release(ctx); err != nil {
-						t.Errorf("release: %v", err)
-					}
-				}
-			}()
+	ls := []*core.Locker{redlockEnv(t, nodes, opts...), redlockEnv(t, nodes, opts...), redlockEnv(t, nodes, opts...)}
+	contend(t, ls, 3, 8, name, func(lease *core.Lease) {
+		exit := o.Enter()
+		mu.Lock()
+		fences = append(fences, lease.Fence()) // in lock order: appended inside the section
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		exit()
+		if err := lease.Release(context.Background()); err != nil {
+			t.Errorf("release: %v", err)
 		}
-	}
-	wg.Wait()
+	})
 	t.Logf("redlock on 5 nodes: %d sections by 9 holders, %d overlaps", o.Entries(), o.Overlaps())
 	if o.Overlaps() != 0 || o.Entries() != 72 {
 		t.Fatalf("%d overlaps in %d of 72 sections", o.Overlaps(), o.Entries())
@@ -227,7 +211,7 @@ func TestFaultRedlockWatchdogAndDone(t *testing.T) {
 func TestRedlockFencesStayIncreasingWhenCountersDiverge(t *testing.T) {
 	leakCheck(t)
 	nodes := redistest.StartNodes(t, 3)
-	l := redlockEnv(t, nodes, core.WithFencing())
+	l := redlockEnv(t, nodes, core.WithFencing(), core.WithIOTimeout(200*time.Millisecond))
 	ctx := context.Background()
 	name := uniq(t)
 	key, _ := l.Key(name)

@@ -7,11 +7,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redistest"
 )
+
+// topologyTTL and topologyOpts are those of the Lockers of the topology
+// tests: every feature on, and a TTL whose third absorbs a loaded machine's
+// stalls.
+const topologyTTL = 600 * time.Millisecond
+
+var topologyOpts = []core.Option{
+	core.WithTTL(topologyTTL), core.WithWatchdog(), core.WithFencing(), core.WithNotify(),
+	core.WithWait(20 * time.Second), core.WithSpin(2*time.Millisecond, 3*time.Millisecond),
+	core.WithIOTimeout(300 * time.Millisecond),
+}
 
 // clusterLocker is a Locker on a cluster client of its own.
 func clusterLocker(t *testing.T, cl *redistest.Cluster, opts ...core.Option) *core.Locker {
@@ -46,15 +55,48 @@ func acquireAfterFailover(t *testing.T, l *core.Locker, name string) (*core.Leas
 	}
 }
 
-// holdUntilDone holds lease in a request that stops when Done closes, and
-// reports when that was.
-func holdUntilDone(lease *core.Lease) <-chan time.Time {
-	at := make(chan time.Time, 1)
-	go func() {
-		<-lease.Done()
-		at <- time.Now()
+// failoverUnderLease holds a lease of a's while kill fails the master over,
+// then takes the name with b: b must get it within seconds (the name is not
+// locked for good), and only once a's lease is done. It logs the times and
+// returns both leases; next is released when the test ends.
+func failoverUnderLease(t *testing.T, what string, a, b *core.Locker, kill func(ctx context.Context, key string) error) (lost, next *core.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	name := uniq(t)
+	lost, err := a.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doneAt := make(chan time.Time, 1)
+	go func() { // a request that stops when Done closes
+		<-lost.Done()
+		doneAt <- time.Now()
 	}()
-	return at
+	killed := time.Now()
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := kill(fctx, lost.Key()); err != nil {
+		t.Fatal(err)
+	}
+	failedOver := time.Since(killed)
+	next, storageErrs := acquireAfterFailover(t, b, name)
+	acquired := time.Now()
+	t.Cleanup(func() { _ = next.Release(ctx) })
+	var done time.Time
+	select {
+	case done = <-doneAt:
+	default:
+		t.Fatal("another holder got the name while the first lease was not done")
+	}
+	t.Logf("%s: replica promoted %v after the kill; the held lease was done after %v; the name was taken again after %v (%d storage errors first); fences %d then %d",
+		what, failedOver.Round(time.Millisecond), done.Sub(killed).Round(time.Millisecond), acquired.Sub(killed).Round(time.Millisecond),
+		storageErrs, lost.Fence(), next.Fence())
+	// The lost lease's release finds the lock gone, or its client has not
+	// learnt the new topology yet: either way it deletes nothing.
+	if err := lost.Release(ctx); err != nil && !errors.Is(err, core.ErrNotHeld) && !errors.Is(err, core.ErrStorage) {
+		t.Fatalf("release of the lost lease: %v", err)
+	}
+	return lost, next
 }
 
 // TestClusterTopology runs the Locker on a 3-master Redis Cluster with a
@@ -65,13 +107,7 @@ func TestClusterTopology(t *testing.T) {
 	leakCheck(t)
 	cl := redistest.StartCluster(t, 3, 1)
 	ctx := context.Background()
-	const ttl = 600 * time.Millisecond
-	opts := []core.Option{
-		core.WithTTL(ttl), core.WithWatchdog(), core.WithFencing(), core.WithNotify(),
-		core.WithWait(20 * time.Second), core.WithSpin(2*time.Millisecond, 3*time.Millisecond),
-		core.WithIOTimeout(300 * time.Millisecond),
-	}
-	a, b := clusterLocker(t, cl, opts...), clusterLocker(t, cl, opts...)
+	a, b := clusterLocker(t, cl, topologyOpts...), clusterLocker(t, cl, topologyOpts...)
 
 	t.Run("exclusion", func(t *testing.T) {
 		names := []string{uniq(t), uniq(t), uniq(t), uniq(t)}
@@ -91,35 +127,28 @@ func TestClusterTopology(t *testing.T) {
 			}
 		}
 		var o [4]redistest.Overlap
-		var wg sync.WaitGroup
 		var mu sync.Mutex
 		last := map[string]int64{}
+		var wg sync.WaitGroup
 		for i, n := range names {
-			for _, l := range []*core.Locker{a, b, a, b} {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for r := 0; r < 5; r++ {
-						lease, err := l.Acquire(ctx, n)
-						if err != nil {
-							t.Errorf("acquire: %v", err)
-							return
-						}
-						exit := o[i].Enter()
-						mu.Lock()
-						if lease.Fence() <= last[n] {
-							t.Errorf("%s: fence %d after %d", n, lease.Fence(), last[n])
-						}
-						last[n] = lease.Fence()
-						mu.Unlock()
-						time.Sleep(time.Millisecond)
-						exit()
-						if err := lease.Release(ctx); err != nil {
-							t.Errorf("release: %v", err)
-						}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				contend(t, []*core.Locker{a, b}, 2, 5, n, func(lease *core.Lease) {
+					exit := o[i].Enter()
+					mu.Lock()
+					if lease.Fence() <= last[n] {
+						t.Errorf("%s: fence %d after %d", n, lease.Fence(), last[n])
 					}
-				}()
-			}
+					last[n] = lease.Fence()
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					exit()
+					if err := lease.Release(ctx); err != nil {
+						t.Errorf("release: %v", err)
+					}
+				})
+			}()
 		}
 		wg.Wait()
 		overlaps, entries := int64(0), int64(0)
@@ -155,7 +184,7 @@ func TestClusterTopology(t *testing.T) {
 		if err := cl.MigrateSlot(ctx, slot, to); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2 * ttl) // the watchdog renews through the redirections
+		time.Sleep(2 * topologyTTL) // the watchdog renews through the redirections
 		select {
 		case <-lease.Done():
 			t.Fatal("the lease was lost across the slot migration")
@@ -185,38 +214,10 @@ func TestClusterTopology(t *testing.T) {
 	})
 
 	t.Run("failover", func(t *testing.T) {
-		name := uniq(t)
-		lease, err := a.Acquire(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		doneAt := holdUntilDone(lease)
-		killed := time.Now()
-		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if _, err := cl.KillMaster(fctx, lease.Key()); err != nil {
-			t.Fatal(err)
-		}
-		failedOver := time.Since(killed)
-		next, storageErrs := acquireAfterFailover(t, b, name)
-		acquired := time.Now()
-		defer next.Release(ctx)
-		var done time.Time
-		select {
-		case done = <-doneAt:
-		default:
-			t.Fatal("another holder got the name while the first lease was not done")
-		}
-		t.Logf("cluster failover of the lock's master: replica promoted after %v; the held lease was done %v after the kill; the name was taken again %v after the kill (%d storage errors first)",
-			failedOver.Round(time.Millisecond), done.Sub(killed).Round(time.Millisecond), acquired.Sub(killed).Round(time.Millisecond), storageErrs)
-		if !done.Before(acquired) {
-			t.Fatal("the first lease was done only after the name was taken again")
-		}
-		// The lost lease's release finds the lock gone, or its client has not
-		// learnt the new topology yet: either way it deletes nothing.
-		if err := lease.Release(ctx); err != nil && !errors.Is(err, core.ErrNotHeld) && !errors.Is(err, core.ErrStorage) {
-			t.Fatalf("release of the lost lease: %v", err)
-		}
+		_, next := failoverUnderLease(t, "cluster failover of the lock's master", a, b, func(ctx context.Context, key string) error {
+			_, err := cl.KillMaster(ctx, key)
+			return err
+		})
 		if got := cl.Client(t).Get(ctx, next.Key()).Val(); got != next.Token() {
 			t.Fatalf("the new holder's key holds %q", got)
 		}
@@ -229,51 +230,17 @@ func TestClusterTopology(t *testing.T) {
 func TestSentinelTopology(t *testing.T) {
 	leakCheck(t)
 	d := redistest.StartSentinel(t)
-	ctx := context.Background()
-	const ttl = 600 * time.Millisecond
-	opts := []core.Option{
-		core.WithTTL(ttl), core.WithWatchdog(), core.WithFencing(), core.WithNotify(),
-		core.WithWait(20 * time.Second), core.WithSpin(5*time.Millisecond, 5*time.Millisecond),
-		core.WithIOTimeout(300 * time.Millisecond),
-	}
 	newLocker := func() *core.Locker {
-		l := core.New(d.Client(t), opts...)
+		l := core.New(d.Client(t), topologyOpts...)
 		t.Cleanup(func() { _ = l.Close() })
 		return l
 	}
 	a, b := newLocker(), newLocker()
 	checkWake(t, a, b, d.Data...)
 
-	name := uniq(t)
-	lease, err := a.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doneAt := holdUntilDone(lease)
-	killed := time.Now()
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := d.KillMaster(fctx); err != nil {
-		t.Fatal(err)
-	}
-	failedOver := time.Since(killed)
-	next, storageErrs := acquireAfterFailover(t, b, name)
-	acquired := time.Now()
-	var done time.Time
-	select {
-	case done = <-doneAt:
-	default:
-		t.Fatal("another holder got the name while the first lease was not done")
-	}
-	t.Logf("sentinel failover: replica promoted after %v; the held lease was done %v after the kill; the name was taken again %v after the kill (%d storage errors first); fences %d then %d",
-		failedOver.Round(time.Millisecond), done.Sub(killed).Round(time.Millisecond), acquired.Sub(killed).Round(time.Millisecond), storageErrs, lease.Fence(), next.Fence())
-	if err := next.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Release(ctx); err != nil && !errors.Is(err, core.ErrNotHeld) && !errors.Is(err, core.ErrStorage) {
-		t.Fatalf("release of the lost lease: %v", err)
-	}
+	failoverUnderLease(t, "sentinel failover", a, b, func(ctx context.Context, _ string) error {
+		_, err := d.KillMaster(ctx)
+		return err
+	})
 	checkWake(t, b, a, d.Data...) // the subscriptions followed the new master
 }
-
-var _ redis.UniversalClient = (*redis.ClusterClient)(nil)
