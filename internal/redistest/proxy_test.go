@@ -19,6 +19,17 @@ func leakCheck(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 }
 
+// restoreAndPing restores p and checks that c gets through again.
+func restoreAndPing(t *testing.T, p *redistest.Proxy, c *redis.Client) {
+	t.Helper()
+	p.Restore()
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("PING after Restore: %v", err)
+	}
+	_ = c.Close()
+	p.Close()
+}
+
 // proxied returns a client of srv through p that neither retries nor waits
 // long, so that each fault shows in the first call.
 func proxied(t *testing.T, p *redistest.Proxy) *redis.Client {
@@ -98,12 +109,7 @@ func TestProxyCutAndRestore(t *testing.T) {
 	if p.Stats().Refused == 0 {
 		t.Fatal("no refused connection counted")
 	}
-	p.Restore()
-	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatalf("PING after Restore: %v", err)
-	}
-	_ = c.Close()
-	p.Close()
+	restoreAndPing(t, p, c)
 }
 
 func TestProxyBlackhole(t *testing.T) {
@@ -122,12 +128,7 @@ func TestProxyBlackhole(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("PING through a black hole: err = %v, want a timeout", err)
 	}
-	p.Restore()
-	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatalf("PING after Restore: %v", err)
-	}
-	_ = c.Close()
-	p.Close()
+	restoreAndPing(t, p, c)
 }
 
 func TestProxyTargetDown(t *testing.T) {
