@@ -30,6 +30,19 @@ func restoreAndPing(t *testing.T, p *redistest.Proxy, c *redis.Client) {
 	p.Close()
 }
 
+// proxiedServer starts a server, a proxy in front of it and a client of the
+// proxy that has connected once.
+func proxiedServer(t *testing.T) (*redistest.Server, *redistest.Proxy, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	c := proxied(t, p)
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return srv, p, c
+}
+
 // proxied returns a client of srv through p that neither retries nor waits
 // long, so that each fault shows in the first call.
 func proxied(t *testing.T, p *redistest.Proxy) *redis.Client {
@@ -88,13 +101,8 @@ func TestProxyForwardsAndDelays(t *testing.T) {
 
 func TestProxyCutAndRestore(t *testing.T) {
 	leakCheck(t)
-	srv := redistest.Start(t)
-	p := redistest.NewProxy(t, srv.Addr())
-	c := proxied(t, p)
+	_, p, c := proxiedServer(t)
 	ctx := context.Background()
-	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
 	p.Cut()
 	start := time.Now()
 	if err := c.Ping(ctx).Err(); err == nil {
@@ -114,13 +122,8 @@ func TestProxyCutAndRestore(t *testing.T) {
 
 func TestProxyBlackhole(t *testing.T) {
 	leakCheck(t)
-	srv := redistest.Start(t)
-	p := redistest.NewProxy(t, srv.Addr())
-	c := proxied(t, p)
+	_, p, c := proxiedServer(t)
 	ctx := context.Background()
-	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
 	p.Blackhole()
 	tctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
 	err := c.Ping(tctx).Err()
