@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -166,10 +167,11 @@ func (r redlockStore) tryAcquire(ctx context.Context, key, token string, ttl tim
 	valid := validity(start, ttl)
 	vctx, cancel := context.WithDeadline(ctx, valid) // no node may take longer than the lock is worth
 	defer cancel()
-	ok, failed, fence, errs := tally(r.fanout(vctx, true, func(ctx context.Context, n redisStore) nodeResult {
+	results := r.fanout(vctx, true, func(ctx context.Context, n redisStore) nodeResult {
 		ok, fence, err := n.tryAcquire(ctx, key, token, ttl)
 		return nodeResult{ok: ok, fence: fence, err: err}
-	}))
+	})
+	ok, failed, fence, errs := tally(results)
 	held, err := r.outcome(ok, failed, errs)
 	if held && r.fencing {
 		held, err = r.raiseFence(vctx, key, token, fence)
@@ -177,7 +179,7 @@ func (r redlockStore) tryAcquire(ctx context.Context, key, token string, ttl tim
 	if held && time.Now().Before(valid) {
 		return true, fence, nil
 	}
-	r.releaseAll(ctx, key, token)
+	r.releaseAll(ctx, key, token, results)
 	return false, 0, err
 }
 
@@ -191,15 +193,24 @@ func (r redlockStore) raiseFence(ctx context.Context, key, token string, fence i
 	return r.outcome(ok, failed, errs)
 }
 
-// releaseAll deletes the key on every node that holds token, with a context
-// of its own: it runs after failures and cancellations too.
-func (r redlockStore) releaseAll(ctx context.Context, key, token string) {
+// releaseAll deletes the key on every node that may hold token after
+// results: all but those that answered that another holder has the key. It
+// has a context of its own, as it runs after failures and cancellations too.
+func (r redlockStore) releaseAll(ctx context.Context, key, token string, results []nodeResult) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.ioTimeout)
 	defer cancel()
-	r.fanout(ctx, false, func(ctx context.Context, n redisStore) nodeResult {
-		ok, err := n.release(ctx, key, token)
-		return nodeResult{ok: ok, err: err}
-	})
+	var wg sync.WaitGroup
+	for i, n := range r.nodes {
+		if res := results[i]; !res.ok && res.err == nil {
+			continue // the key is someone else's there
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = n.release(ctx, key, token)
+		}()
+	}
+	wg.Wait()
 }
 
 // release deletes the key on every node. The lock was ours if a quorum held
