@@ -36,7 +36,6 @@ type config struct {
 	watchdogInterval time.Duration // 0: a third of each lease's TTL
 	fencing          bool
 	notify           bool
-	redlockNodes     int // 0 for New; the number of nodes for NewRedlock
 }
 
 func defaultConfig() config {
@@ -143,10 +142,10 @@ func WithWatchdogInterval(d time.Duration) Option {
 // remembers the highest token it has seen for a resource and rejects writes
 // carrying a lower one cannot be corrupted by a holder that lost its lock
 // while paused. The counter never expires (deleting it would restart the
-// sequence); it survives Redis restarts only with persistence, and a failover
-// may lose its latest increments unless they were replicated: a store that
-// rejects lower tokens then refuses the new holders (it stays safe, not live)
-// until the counter passes its mark again.
+// sequence). It survives Redis restarts only with persistence, and a failover
+// may lose its latest increments if they were not replicated yet: the next
+// holders then draw tokens that were handed out already. Where that must not
+// happen, make writes wait for a replica (min-replicas-to-write, WAIT).
 //
 // Fencing replaces the native SET ... NX GET by a script, which costs Redis
 // a little more CPU per attempt; round trips are unchanged.
@@ -165,11 +164,12 @@ func WithFencing() Option {
 // that locks the same names. The Locker subscribes once per Redis deployment
 // (one connection, started at the first wait): SUBSCRIBE for the names that
 // have waiters, UNSUBSCRIBE when the last one leaves. Close the Locker to end
-// the subscription. It is
-// plain pub/sub, also on Redis Cluster, where each PUBLISH is broadcast to
-// every node over the cluster bus; sharded pub/sub would need one connection
-// per shard and a resubscription at every slot move, for a gain that matters
-// only on clusters with many nodes.
+// the subscription.
+//
+// It is plain pub/sub, also on Redis Cluster, where each PUBLISH is broadcast
+// to every node over the cluster bus; sharded pub/sub would need one
+// connection per shard and a resubscription at every slot move, for a gain
+// that matters only on clusters with many nodes.
 func WithNotify() Option {
 	return func(c *config) { c.notify = true }
 }
