@@ -151,3 +151,59 @@ func TestRouteReachesHandlers(t *testing.T) {
 		t.Fatalf("Request.Route = %q", seen)
 	}
 }
+
+func TestPerRequestWait(t *testing.T) {
+	leakCheck(t)
+	e := newEnv(t, nil, core.WithWait(5*time.Second), core.WithSpin(10*time.Millisecond, 0))
+	name := uniq(t)
+	hold(t, e, name)
+	ctx := context.Background()
+	if d, ok := core.WaitFromContext(core.ContextWithWait(ctx, time.Second)); !ok || d != time.Second {
+		t.Fatalf("WaitFromContext = %v, %v", d, ok)
+	}
+	if _, ok := core.WaitFromContext(ctx); ok {
+		t.Fatal("a bare context carries a wait")
+	}
+
+	// Shorter than the Locker's: the per-request budget is what is spent.
+	start := time.Now()
+	_, err := e.locker.Acquire(core.ContextWithWait(ctx, 50*time.Millisecond), name)
+	if !errors.Is(err, core.ErrTimeout) {
+		t.Fatalf("acquire of a held name with a 50ms wait = %v, want ErrTimeout", err)
+	}
+	if waited := time.Since(start); waited >= 5*time.Second {
+		t.Fatalf("waited %v: the Locker's budget was used", waited)
+	}
+	// Zero: exactly one attempt.
+	e.rt.n.Store(0)
+	if _, err := e.locker.Acquire(core.ContextWithWait(ctx, 0), name); !errors.Is(err, core.ErrTimeout) || e.rt.n.Load() != 1 {
+		t.Fatalf("wait 0: %v after %d round trips, want ErrTimeout after 1", err, e.rt.n.Load())
+	}
+	// Negative: rejected before any I/O.
+	e.rt.n.Store(0)
+	if _, err := e.locker.Acquire(core.ContextWithWait(ctx, -time.Second), name); !errors.Is(err, core.ErrInvalidOption) || e.rt.n.Load() != 0 {
+		t.Fatalf("negative wait: %v after %d round trips, want ErrInvalidOption and none", err, e.rt.n.Load())
+	}
+}
+
+func TestPerRequestWaitLengthensTheBudget(t *testing.T) {
+	leakCheck(t)
+	e := newEnv(t, nil, core.WithWait(0), core.WithSpin(10*time.Millisecond, 0))
+	name := uniq(t)
+	first, err := e.locker.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(50 * time.Millisecond)
+		_ = first.Release(context.Background())
+	}()
+	lease, err := e.locker.Acquire(core.ContextWithWait(context.Background(), 5*time.Second), name)
+	<-released
+	if err != nil {
+		t.Fatalf("a per-request wait longer than the Locker's did not wait: %v", err)
+	}
+	_ = lease.Release(context.Background())
+}

@@ -99,7 +99,8 @@ func (l *Locker) Err() error {
 // it is seen when the call ends, within the I/O timeout.
 //
 // The lock lives for the Locker's TTL, or for the one set on ctx with
-// ContextWithTTL.
+// ContextWithTTL; the wait budget is the Locker's, or the one set on ctx with
+// ContextWithWait.
 //
 // Acquire is reentrant through the context: when ctx carries (see
 // ContextWithLease) a lease of this Locker for the same name that is still
@@ -124,8 +125,15 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 			return nil, err
 		}
 	}
+	wait := l.cfg.wait
+	if v, ok := WaitFromContext(ctx); ok {
+		if v < 0 {
+			return nil, fmt.Errorf("%w: ContextWithWait(%v): the wait budget must not be negative", ErrInvalidOption, v)
+		}
+		wait = v
+	}
 	now := time.Now()
-	deadline := now.Add(l.cfg.wait)
+	deadline := now.Add(wait)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}

@@ -1,0 +1,18 @@
+module github.com/reqlock/reqlock/benchmarks
+
+go 1.24
+
+require (
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/reqlock/reqlock v0.0.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
+	golang.org/x/sys v0.35.0 // indirect
+)
+
+replace github.com/reqlock/reqlock => ../

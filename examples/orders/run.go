@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+
+	"github.com/reqlock/reqlock/core"
+)
+
+// Config is the service's configuration, from flags and the environment.
+type Config struct {
+	HTTPAddr  string        // HTTP listen address
+	GRPCAddr  string        // gRPC listen address
+	RedisAddr string        // a real Redis; "" starts an embedded miniredis
+	Demo      bool          // run the demo on free loopback ports and exit
+	Wait      time.Duration // lock wait budget
+	Work      time.Duration // simulated work in each locked handler
+}
+
+func defaultConfig() Config {
+	return Config{HTTPAddr: ":8080", GRPCAddr: ":9090", Wait: 50 * time.Millisecond, Work: 20 * time.Millisecond}
+}
+
+// run serves until ctx ends, or runs the demo, writing to w.
+func run(ctx context.Context, cfg Config, w io.Writer) error {
+	if cfg.Demo {
+		cfg.HTTPAddr, cfg.GRPCAddr = "127.0.0.1:0", "127.0.0.1:0"
+	}
+	a, err := start(cfg)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if cfg.Demo {
+		res, err := a.demo(ctx, demoOrders, demoDuplicates)
+		if err != nil {
+			return err
+		}
+		res.print(w, cfg)
+		if res.overlaps != 0 {
+			return fmt.Errorf("%d overlapping critical sections: mutual exclusion is broken", res.overlaps)
+		}
+		return nil
+	}
+	a.printUsage(w)
+	select {
+	case <-ctx.Done():
+	case err := <-a.failed:
+		return err
+	}
+	fmt.Fprintln(w, "orders: shutting down")
+	return nil
+}
+
+// app is a running orders service.
+type app struct {
+	cfg      Config
+	redisTo  string // where Redis is, for the banner
+	store    *store
+	waits    *waits
+	httpSrv  *http.Server
+	grpcSrv  *grpc.Server
+	httpAddr string
+	grpcAddr string
+	failed   chan error // a server stopped on its own
+	closers  []func()
+}
+
+// start connects to Redis (or starts miniredis), builds the Locker and
+// starts both servers.
+func start(cfg Config) (a *app, err error) {
+	a = &app{cfg: cfg, failed: make(chan error, 2), redisTo: "redis at " + cfg.RedisAddr}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	addr := cfg.RedisAddr
+	if addr == "" {
+		mr, err := miniredis.Run()
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, mr.Close)
+		addr, a.redisTo = mr.Addr(), "embedded miniredis (set REDIS_ADDR to use a real Redis)"
+	}
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	a.closers = append(a.closers, func() { _ = client.Close() })
+	if err := client.Ping(context.Background()).Err(); err != nil {
+		return nil, fmt.Errorf("redis at %s: %w", addr, err)
+	}
+	a.waits = &waits{}
+	locker := core.New(client, core.WithTTL(10*time.Second), core.WithWait(cfg.Wait),
+		core.WithSpin(2*time.Millisecond, 3*time.Millisecond), core.WithHandlers(a.waits))
+	if err := locker.Err(); err != nil {
+		return nil, err
+	}
+	a.store = newStore(locker, cfg.Work)
+
+	gin.SetMode(gin.ReleaseMode)
+	h, err := httpHandler(a.store, locker)
+	if err != nil {
+		return nil, err
+	}
+	gs, err := grpcServer(a.store, locker)
+	if err != nil {
+		return nil, err
+	}
+	hl, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, err
+	}
+	gl, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		hl.Close()
+		return nil, err
+	}
+	a.httpAddr, a.grpcAddr = hl.Addr().String(), gl.Addr().String()
+	a.httpSrv, a.grpcSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, gs
+	httpDone, grpcDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		if err := a.httpSrv.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
+			a.failed <- fmt.Errorf("HTTP server: %w", err)
+		}
+	}()
+	go func() {
+		defer close(grpcDone)
+		if err := a.grpcSrv.Serve(gl); err != nil {
+			a.failed <- fmt.Errorf("gRPC server: %w", err)
+		}
+	}()
+	// Closers run last first: servers stop before Redis goes.
+	a.closers = append(a.closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = a.httpSrv.Shutdown(ctx)
+		<-httpDone
+		a.grpcSrv.GracefulStop()
+		<-grpcDone
+	})
+	return a, nil
+}
+
+// close stops the servers, then Redis.
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+}
+
+// printUsage tells how to call the service.
+func (a *app) printUsage(w io.Writer) {
+	h, g := loopback(a.httpAddr), loopback(a.grpcAddr)
+	fmt.Fprintf(w, `orders: HTTP on %s, gRPC on %s, %s
+Requests for one order never run at once; a duplicate waits up to %v, then gets 409 / Aborted.
+Try:
+  curl -X POST %s/orders/42 -d '{"amount_cents":1250}'
+  curl -X POST %s/orders/42/pay & curl -X POST %s/orders/42/pay; wait
+  curl -X POST %s/orders/42/cancel
+  curl %s/orders/42
+  grpcurl -plaintext -d '{"order_id":"43","amount_cents":990}' %s orders.v1.Orders/Create
+  grpcurl -plaintext -d '{"order_id":"43"}' %s orders.v1.Orders/Pay
+Ctrl-C stops it.
+`, "http://"+h, g, a.redisTo, a.cfg.Wait, "http://"+h, "http://"+h, "http://"+h, "http://"+h, "http://"+h, g, g)
+}
+
+// loopback turns a listen address like "[::]:8080" into one to call.
+func loopback(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}

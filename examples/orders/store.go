@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/keyfunc"
+)
+
+// Order states.
+const (
+	stateCreated   = "created"
+	statePaid      = "paid"
+	stateCancelled = "cancelled"
+)
+
+// Business errors, mapped to HTTP and gRPC answers by the transports.
+var (
+	errNotFound = errors.New("order not found")
+	errExists   = errors.New("order already exists")
+	errState    = errors.New("order is not in a state that allows this")
+)
+
+// Order is one order.
+type Order struct {
+	ID          string `json:"id"`
+	State       string `json:"state"`
+	AmountCents int64  `json:"amount_cents"`
+}
+
+// store keeps orders in memory. Its operations read an order, do slow work
+// (a payment provider's call, say) and write the order back: two of them at
+// once for one order would be a lost update, which the lock prevents and the
+// overlap detector would see.
+type store struct {
+	locker *core.Locker
+	work   time.Duration
+
+	mu     sync.Mutex
+	orders map[string]Order
+	inside map[string]int
+
+	entered  atomic.Int64 // critical sections run
+	overlaps atomic.Int64 // critical sections that found another one inside for the same order
+}
+
+func newStore(locker *core.Locker, work time.Duration) *store {
+	return &store{locker: locker, work: work, orders: map[string]Order{}, inside: map[string]int{}}
+}
+
+// lockName is the order's lock name, the one the transports' keys derive
+// ("order:{param.id}", "order:{field.order_id}").
+func lockName(id string) string { return "order:" + keyfunc.Escape(id) }
+
+// update runs change on order id under its lock. Called through the
+// middleware or interceptor, the Acquire is reentrant (the request's context
+// already holds the order) and costs nothing; called from elsewhere, it
+// takes the lock in Redis.
+func (s *store) update(ctx context.Context, id string, change func(o Order, found bool) (Order, error)) (Order, error) {
+	lease, err := s.locker.Acquire(ctx, lockName(id))
+	if err != nil {
+		return Order{}, err
+	}
+	defer lease.Release(ctx)
+	defer s.enter(id)()
+
+	s.mu.Lock()
+	o, found := s.orders[id]
+	s.mu.Unlock()
+	next, err := change(o, found)
+	if err != nil {
+		return o, err
+	}
+	select { // the slow part
+	case <-time.After(s.work):
+	case <-ctx.Done():
+		return o, context.Cause(ctx)
+	}
+	s.mu.Lock()
+	s.orders[id] = next
+	s.mu.Unlock()
+	return next, nil
+}
+
+// enter marks the start of a critical section for id and returns its end.
+func (s *store) enter(id string) func() {
+	s.entered.Add(1)
+	s.mu.Lock()
+	s.inside[id]++
+	if s.inside[id] > 1 {
+		s.overlaps.Add(1)
+	}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.inside[id]--
+		if s.inside[id] == 0 {
+			delete(s.inside, id)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *store) create(ctx context.Context, id string, amount int64) (Order, error) {
+	return s.update(ctx, id, func(o Order, found bool) (Order, error) {
+		if found {
+			return o, errExists
+		}
+		if amount <= 0 {
+			return o, fmt.Errorf("%w: amount_cents must be positive", errState)
+		}
+		return Order{ID: id, State: stateCreated, AmountCents: amount}, nil
+	})
+}
+
+func (s *store) transition(ctx context.Context, id, to string) (Order, error) {
+	return s.update(ctx, id, func(o Order, found bool) (Order, error) {
+		if !found {
+			return o, errNotFound
+		}
+		if o.State != stateCreated {
+			return o, fmt.Errorf("%w: the order is %s", errState, o.State)
+		}
+		o.State = to
+		return o, nil
+	})
+}
+
+func (s *store) pay(ctx context.Context, id string) (Order, error) {
+	return s.transition(ctx, id, statePaid)
+}
+
+func (s *store) cancel(ctx context.Context, id string) (Order, error) {
+	return s.transition(ctx, id, stateCancelled)
+}
+
+func (s *store) get(id string) (Order, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.orders[id]
+	return o, ok
+}

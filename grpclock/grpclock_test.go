@@ -1,0 +1,343 @@
+package grpclock_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/grpclock"
+	"github.com/reqlock/reqlock/internal/adaptertest"
+	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/internal/testsvc"
+	"github.com/reqlock/reqlock/keyfunc"
+)
+
+var orderKey = must(keyfunc.Template("order:{field.order.id}"))
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func order(id string) *testsvc.Request { return &testsvc.Request{Order: &testsvc.Order{Id: id}} }
+
+// lockName is the handler of most tests: it answers the name it was locked under.
+func lockName(ctx context.Context, _ *testsvc.Request) (*testsvc.Reply, error) {
+	if l := grpclock.LeaseFromContext(ctx); l != nil {
+		return &testsvc.Reply{Lock: l.Name()}, nil
+	}
+	return &testsvc.Reply{Lock: "<none>"}, nil
+}
+
+func TestUnaryOneOrderAtATimeOrdersInParallel(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
+	prefix := adaptertest.Uniq(t)
+	x := adaptertest.NewExclusion([]string{prefix + "a", prefix + "b", prefix + "c"}, 6)
+	client := serve(t, &service{do: func(ctx context.Context, req *testsvc.Request) (*testsvc.Reply, error) {
+		x.Handle(req.Order.Id)
+		return &testsvc.Reply{}, nil
+	}}, grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(e.Locker, orderKey)))
+	x.Run(t, func(o string) error {
+		_, err := client.Do(context.Background(), order(o))
+		return err
+	})
+}
+
+func TestUnaryStatusCodes(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil, core.WithWait(10*time.Second))
+	id := adaptertest.Uniq(t)
+	e.Hold(t, "order:"+id)
+	down := redistest.Start(t)
+	dead := adaptertest.NewEnv(t, down, core.WithIOTimeout(300*time.Millisecond))
+	down.Stop()
+
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	gone, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	tenantKey := must(keyfunc.Template("order:{field.order.id}:{header.x-tenant}"))
+	var custom error
+	for _, tc := range []struct {
+		name string
+		icpt grpc.UnaryServerInterceptor
+		ctx  context.Context
+		req  *testsvc.Request
+		code codes.Code
+		lock string
+	}{
+		{"locked", grpclock.UnaryServerInterceptor(e.Locker, orderKey), nil, order("free" + id), codes.OK, "order:free" + keyfunc.Escape(id)},
+		{"missing field", grpclock.UnaryServerInterceptor(e.Locker, orderKey), nil, &testsvc.Request{}, codes.InvalidArgument, ""},
+		{"empty field", grpclock.UnaryServerInterceptor(e.Locker, orderKey), nil, order(""), codes.InvalidArgument, ""},
+		{"missing metadata", grpclock.UnaryServerInterceptor(e.Locker, tenantKey), nil, order("1"), codes.InvalidArgument, ""},
+		{"busy", grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithWait(20*time.Millisecond)), nil, order(id), codes.Aborted, ""},
+		{"redis down", grpclock.UnaryServerInterceptor(dead.Locker, orderKey), nil, order("1"), codes.Unavailable, ""},
+		{"fail open", grpclock.UnaryServerInterceptor(dead.Locker, orderKey, grpclock.WithFailOpen()), nil, order("1"), codes.OK, "<none>"},
+		{"caller deadline", grpclock.UnaryServerInterceptor(e.Locker, orderKey), short, order(id), codes.DeadlineExceeded, ""},
+		{"caller cancel", grpclock.UnaryServerInterceptor(e.Locker, orderKey), gone, order(id), codes.Canceled, ""},
+		{"bad field path", grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Field("order.nope")), nil, order("1"), codes.Internal, ""},
+		{"path param", grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Param("id")), nil, order("1"), codes.Internal, ""},
+		{"invalid option", grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithWait(-1)), nil, order("1"), codes.Internal, ""},
+		{"error handler", grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithWait(time.Millisecond),
+			grpclock.WithErrorHandler(func(ctx context.Context, err error) error {
+				custom = err
+				return status.Error(codes.ResourceExhausted, "later")
+			})), nil, order(id), codes.ResourceExhausted, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := serve(t, &service{do: lockName}, grpc.UnaryInterceptor(tc.icpt))
+			ctx := tc.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			reply, err := client.Do(ctx, tc.req)
+			if status.Code(err) != tc.code || (err == nil && reply.Lock != tc.lock) {
+				t.Fatalf("got %v, %v; want %v, lock %q", reply, err, tc.code, tc.lock)
+			}
+		})
+	}
+	if !errors.Is(custom, core.ErrTimeout) {
+		t.Fatalf("the error handler got %v", custom)
+	}
+}
+
+// The caller's deadline is seen on the server as a context deadline:
+// DeadlineExceeded reaches the caller either way, so check the server's
+// classification directly too.
+func TestToStatus(t *testing.T) {
+	for err, code := range map[error]codes.Code{
+		keyfunc.ErrMissing: codes.InvalidArgument, keyfunc.ErrUnreadable: codes.InvalidArgument,
+		core.ErrTimeout: codes.Aborted, core.ErrStorage: codes.Unavailable,
+		context.Canceled: codes.Canceled, context.DeadlineExceeded: codes.DeadlineExceeded,
+		core.ErrInvalidOption: codes.Internal, keyfunc.ErrUnsupported: codes.Internal,
+	} {
+		if got := status.Code(grpclock.ToStatus(err)); got != code {
+			t.Errorf("%v: %v, want %v", err, got, code)
+		}
+	}
+}
+
+func TestFieldKinds(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	full := &testsvc.Request{Tenant: "acme", Order: &testsvc.Order{
+		Id: "A:1", Number: -7, Shard: 3, Rush: true, Kind: testsvc.Kind_KIND_RETAIL, Version: proto.Int32(0),
+		Tags: []string{"x"}, Blob: []byte("b"), Price: 1.5,
+	}}
+	for path, want := range map[string]string{
+		"tenant": "acme", "order.id": "A%3A1", "order.number": "-7", "order.shard": "3", "order.rush": "true",
+		"order.kind": "KIND_RETAIL", "order.version": "0",
+	} {
+		client := serve(t, &service{do: lockName}, grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Field(path))))
+		reply, err := client.Do(context.Background(), full)
+		if err != nil || reply.Lock != want {
+			t.Errorf("%s: got %v, %v; want %q", path, reply, err, want)
+		}
+		// Unset, or a proto3 zero value, is missing.
+		if _, err := client.Do(context.Background(), &testsvc.Request{Order: &testsvc.Order{}}); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s unset: %v", path, err)
+		}
+	}
+	unnamed := &testsvc.Request{Order: &testsvc.Order{Kind: 9}}
+	client := serve(t, &service{do: lockName}, grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Field("order.kind"))))
+	if reply, err := client.Do(context.Background(), unnamed); err != nil || reply.Lock != "9" {
+		t.Errorf("enum number without a name: %v, %v", reply, err)
+	}
+	for _, path := range []string{"order.tags", "order.blob", "order.price", "order", "tenant.x", "order.nope"} {
+		client := serve(t, &service{do: lockName}, grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Field(path))))
+		if _, err := client.Do(context.Background(), full); status.Code(err) != codes.Internal {
+			t.Errorf("%s: %v, want Internal", path, err)
+		}
+	}
+}
+
+func TestReleasedAfterPanicAndRouteLabel(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	var route atomic.Value
+	e := adaptertest.NewEnv(t, nil, core.WithHandlers(core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+		route.Store(req.Route)
+		return next(ctx, req)
+	}}))
+	id := adaptertest.Uniq(t)
+	var heldInside bool
+	client := serve(t, &service{do: func(ctx context.Context, req *testsvc.Request) (*testsvc.Reply, error) {
+		heldInside = e.Exists(t, "order:"+keyfunc.Escape(id))
+		panic("handler bug")
+	}}, grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(), grpclock.UnaryServerInterceptor(e.Locker, orderKey)))
+	if _, err := client.Do(context.Background(), order(id)); err == nil {
+		t.Fatalf("got %v", err)
+	}
+	if !heldInside || e.Exists(t, "order:"+keyfunc.Escape(id)) {
+		t.Fatalf("held inside: %v; held after the panic: %v", heldInside, e.Exists(t, "order:"+keyfunc.Escape(id)))
+	}
+	if route.Load() != "/reqlock.testsvc.Test/Do" {
+		t.Fatalf("Request.Route = %v", route.Load())
+	}
+}
+
+func TestLostLeaseCancelsContext(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil)
+	client := serve(t, &service{do: func(ctx context.Context, req *testsvc.Request) (*testsvc.Reply, error) {
+		select {
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), core.ErrNotHeld) {
+				return &testsvc.Reply{Lock: "lost"}, nil
+			}
+			return nil, context.Cause(ctx)
+		case <-time.After(10 * time.Second):
+			return nil, status.Error(codes.Unknown, "the context outlived the lease")
+		}
+	}}, grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithTTL(50*time.Millisecond))))
+	if reply, err := client.Do(context.Background(), order(adaptertest.Uniq(t))); err != nil || reply.Lock != "lost" {
+		t.Fatalf("got %v, %v", reply, err)
+	}
+}
+
+// chat is a stream handler that answers each message with the stream
+// context's lease name, after taking the context before the first message.
+func chat(stream testsvc.Test_ChatServer) error {
+	ctx := stream.Context() // taken before the lock, as handlers do
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		name := "<none>"
+		if l := grpclock.LeaseFromContext(ctx); l != nil {
+			name = l.Name()
+		}
+		if err := stream.Send(&testsvc.Reply{Lock: name}); err != nil {
+			return err
+		}
+	}
+}
+
+func chatOnce(t *testing.T, client testsvc.TestClient, ctx context.Context, reqs ...*testsvc.Request) ([]string, error) {
+	t.Helper()
+	s, err := client.Chat(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var got []string
+	for _, r := range reqs {
+		if err := s.Send(r); err != nil {
+			break
+		}
+		reply, err := s.Recv()
+		if err != nil {
+			return got, err
+		}
+		got = append(got, reply.Lock)
+	}
+	_ = s.CloseSend()
+	_, err = s.Recv()
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return got, err
+}
+
+func TestStreamLocksFromFirstMessageOrMetadata(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil, core.WithWait(10*time.Second))
+	id := adaptertest.Uniq(t)
+
+	byField := serve(t, &service{chat: chat}, grpc.StreamInterceptor(grpclock.StreamServerInterceptor(e.Locker, orderKey, grpclock.WithWait(50*time.Millisecond))))
+	got, err := chatOnce(t, byField, context.Background(), order(id), order("other"))
+	if want := "order:" + keyfunc.Escape(id); err != nil || len(got) != 2 || got[0] != want || got[1] != want {
+		t.Fatalf("lock from the first message: %q, %v", got, err)
+	}
+	if e.Exists(t, "order:"+keyfunc.Escape(id)) {
+		t.Fatal("still held after the stream ended")
+	}
+	if _, err := chatOnce(t, byField, context.Background(), &testsvc.Request{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("first message without an id: %v", err)
+	}
+	held, err := e.Locker.Acquire(context.Background(), "order:"+keyfunc.Escape(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chatOnce(t, byField, context.Background(), order(id)); status.Code(err) != codes.Aborted {
+		t.Fatalf("busy: %v", err)
+	}
+	_ = held.Release(context.Background())
+
+	byMetadata := serve(t, &service{chat: chat}, grpc.StreamInterceptor(grpclock.StreamServerInterceptor(e.Locker, must(keyfunc.Template("tenant:{header.x-tenant}")))))
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-tenant", "acme")
+	if got, err := chatOnce(t, byMetadata, ctx, order("1")); err != nil || len(got) != 1 || got[0] != "tenant:acme" {
+		t.Fatalf("lock from metadata: %q, %v", got, err)
+	}
+	if _, err := chatOnce(t, byMetadata, context.Background(), order("1")); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("no metadata: %v", err)
+	}
+}
+
+func TestStreamsOfOneOrderNeverOverlap(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
+	var o redistest.Overlap
+	client := serve(t, &service{chat: func(stream testsvc.Test_ChatServer) error {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+		defer o.Enter()()
+		time.Sleep(time.Millisecond)
+		return stream.Send(&testsvc.Reply{})
+	}}, grpc.StreamInterceptor(grpclock.StreamServerInterceptor(e.Locker, orderKey)))
+	id := adaptertest.Uniq(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := chatOnce(t, client, context.Background(), order(id)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if o.Entries() != 8 || o.Overlaps() != 0 {
+		t.Fatalf("%d streams, %d overlapped", o.Entries(), o.Overlaps())
+	}
+}
+
+// TestUnderSelector locks only the methods a go-grpc-middleware v2 selector
+// picks.
+func TestUnderSelector(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	only := func(method string) selector.Matcher {
+		return selector.MatchFunc(func(_ context.Context, m interceptors.CallMeta) bool { return m.Method == method })
+	}
+	for method, want := range map[string]string{"Do": "order:7", "Chat": "<none>"} {
+		client := serve(t, &service{do: lockName, chat: chat},
+			grpc.ChainUnaryInterceptor(selector.UnaryServerInterceptor(grpclock.UnaryServerInterceptor(e.Locker, orderKey), only(method))),
+			grpc.ChainStreamInterceptor(selector.StreamServerInterceptor(grpclock.StreamServerInterceptor(e.Locker, orderKey), only(method))))
+		reply, err := client.Do(context.Background(), order("7"))
+		if err != nil || reply.Lock != want {
+			t.Errorf("selector of %s: Do got %v, %v; want %q", method, reply, err, want)
+		}
+		wantStream := map[string]string{"Do": "<none>", "Chat": "order:7"}[method]
+		if got, err := chatOnce(t, client, context.Background(), order("7")); err != nil || len(got) != 1 || got[0] != wantStream {
+			t.Errorf("selector of %s: Chat got %q, %v; want %q", method, got, err, wantStream)
+		}
+	}
+}

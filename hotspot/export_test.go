@@ -1,0 +1,18 @@
+package hotspot
+
+// Waiters returns how many goroutines hold or wait for the local lock of the
+// Redis key, 0 when the key has no local lock in use.
+func (g *Guard) Waiters(key string) int {
+	g.table.mu.Lock()
+	defer g.table.mu.Unlock()
+	if e := g.table.busy[key]; e != nil {
+		return e.refs
+	}
+	return 0
+}
+
+// InFlight returns the acquires counted by the hot-name detector: those in
+// progress and the leases not yet released.
+func (g *Guard) InFlight() int {
+	return g.inflight.total()
+}

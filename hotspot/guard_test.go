@@ -1,0 +1,732 @@
+package hotspot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/hotspot"
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+// contend runs goroutines × rounds acquires of name on each instance, with a
+// critical section checked for overlaps, and returns the overlap detector.
+func contend(t *testing.T, instances []*instance, name string, goroutines, rounds int) *redistest.Overlap {
+	t.Helper()
+	var o redistest.Overlap
+	var wg sync.WaitGroup
+	errs := make(chan error, len(instances)*goroutines)
+	for _, in := range instances {
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx := context.Background()
+				for range rounds {
+					lease, err := in.locker.Acquire(ctx, name)
+					if err != nil {
+						errs <- err
+						return
+					}
+					exit := o.Enter()
+					time.Sleep(100 * time.Microsecond)
+					exit()
+					if err := lease.Release(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	return &o
+}
+
+func TestMutualExclusionAcrossInstances(t *testing.T) {
+	for _, k := range []int{0, 3} {
+		t.Run(fmt.Sprintf("handoff=%d", k), func(t *testing.T) {
+			leakCheck(t)
+			const instances, goroutines, rounds = 3, 4, 25
+			var ins []*instance
+			for range instances {
+				ins = append(ins, newInstance(t, []hotspot.Option{hotspot.WithHandoff(k)}, fastSpin))
+			}
+			name := uniq(t)
+			o := contend(t, ins, name, goroutines, rounds)
+			if o.Overlaps() != 0 {
+				t.Fatalf("%d overlapping critical sections", o.Overlaps())
+			}
+			if want := int64(instances * goroutines * rounds); o.Entries() != want {
+				t.Fatalf("%d critical sections, want %d", o.Entries(), want)
+			}
+			var hits, handoffs int64
+			for _, in := range ins {
+				s := in.guard.Stats()
+				hits += s.Hits
+				handoffs += s.Handoffs
+				in.settled(t, name)
+			}
+			if hits == 0 {
+				t.Error("no acquire went through a local lock: contention was not detected")
+			}
+			if (k == 0) != (handoffs == 0) {
+				t.Errorf("WithHandoff(%d): %d handoffs", k, handoffs)
+			}
+		})
+	}
+}
+
+// One Guard serves two Lockers whose prefixes differ: the same name is two
+// different locks, and the Guard must not serialise them.
+func TestSharedGuardKeysByRedisKey(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	g := hotspot.New(hotspot.WithKeys(name))
+	c := shared.Client(t)
+	a := core.New(c, core.WithHandlers(g), core.WithPrefix("a:"))
+	b := core.New(c, core.WithHandlers(g), core.WithPrefix("b:"), core.WithWait(0))
+	ctx := context.Background()
+	la, err := a.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Release(ctx)
+	lb, err := b.Acquire(ctx, name)
+	if err != nil {
+		t.Fatalf("the second Locker's lock was blocked by the first's: %v", err)
+	}
+	defer lb.Release(ctx)
+	if s := g.Stats(); s.Size != 2 || s.Hits != 2 {
+		t.Fatalf("stats %+v, want two local locks, two hits", s)
+	}
+}
+
+// Names never contended go straight to Redis and leave nothing in the Guard;
+// a name contended in this process gets a local lock that stays while hot.
+func TestAutomaticDetection(t *testing.T) {
+	leakCheck(t)
+	in := newInstance(t, []hotspot.Option{hotspot.WithHotPeriod(time.Second)}, fastSpin)
+	ctx := context.Background()
+	for i := 0; i < 50; i++ {
+		lease, err := in.locker.Acquire(ctx, uniq(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := in.guard.Stats(); s.Size != 0 || s.Hits != 0 {
+		t.Fatalf("uncontended names left stats %+v, want none", s)
+	}
+
+	name := uniq(t)
+	_, release := in.hold(t, name)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.once(t, name, nil)
+		}()
+	}
+	in.parked(t, name, 2) // the holder came first and took no local lock
+	release()
+	wg.Wait()
+	if s := in.guard.Stats(); s.Size != 1 || s.Hits != 2 {
+		t.Fatalf("after contention: stats %+v, want one local lock kept, two hits", s)
+	}
+	// While hot, even a lone acquire takes the local lock.
+	lease, err := in.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = lease.Release(ctx)
+	if s := in.guard.Stats(); s.Hits != 3 {
+		t.Fatalf("a lone acquire of a hot name: %d hits, want 3", s.Hits)
+	}
+	time.Sleep(1100 * time.Millisecond) // the hot period passes
+	lease, err = in.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = lease.Release(ctx)
+	if s := in.guard.Stats(); s.Hits != 3 || s.Size != 0 {
+		t.Fatalf("after the hot period: stats %+v, want the name cold again", s)
+	}
+	in.settled(t, name)
+}
+
+func TestHotPeriodZeroTurnsDetectionOff(t *testing.T) {
+	leakCheck(t)
+	in := newInstance(t, []hotspot.Option{hotspot.WithHotPeriod(0)}, fastSpin)
+	name := uniq(t)
+	o := contend(t, []*instance{in}, name, 4, 5)
+	if o.Overlaps() != 0 {
+		t.Fatalf("%d overlaps", o.Overlaps())
+	}
+	if s := in.guard.Stats(); s.Hits != 0 || s.Size != 0 {
+		t.Fatalf("stats %+v, want no local lock without detection or WithKeys", s)
+	}
+}
+
+// waitProbe is a handler that records Request.LocalWait as seen by a handler
+// outside the Guard, such as telemetry.
+type waitProbe struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (p *waitProbe) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+	lease, err := next(ctx, req)
+	p.mu.Lock()
+	p.waits = append(p.waits, req.LocalWait)
+	p.mu.Unlock()
+	return lease, err
+}
+
+func (p *waitProbe) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
+	return next(ctx, lease)
+}
+
+// all returns the waits recorded, in the order the acquires returned.
+func (p *waitProbe) all() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.waits)
+}
+
+// Waiters wait in the process: while a name is held locally, they send
+// nothing to Redis, and they report the time waited in Request.LocalWait.
+func TestLocalWaitSendsNothing(t *testing.T) {
+	leakCheck(t)
+	probe := &waitProbe{}
+	name := uniq(t)
+	c := shared.Client(t)
+	rt := &roundTrips{}
+	c.AddHook(rt)
+	g := hotspot.New(hotspot.WithKeys(name))
+	l := core.New(c, core.WithHandlers(probe, g))
+	ctx := context.Background()
+	holder, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.n.Store(0)
+	done := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, name)
+		if err == nil {
+			err = lease.Release(ctx)
+		}
+		done <- err
+	}()
+	waitFor(t, "the waiter is on the local lock", func() bool { return g.Waiters(holder.Key()) == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if n := rt.n.Load(); n != 0 {
+		t.Fatalf("the waiter sent %d commands to Redis while the name was held locally", n)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if waits := probe.all(); len(waits) != 2 || waits[0] > 10*time.Millisecond || waits[1] < 50*time.Millisecond {
+		t.Fatalf("LocalWait of holder and waiter = %v, want about 0 and at least 50ms", waits)
+	}
+}
+
+func TestTimeoutWhileWaitingLocally(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name)}, core.WithWait(50*time.Millisecond))
+	holder, release := in.hold(t, name)
+	in.rt.n.Store(0)
+	start := time.Now()
+	_, err := in.locker.Acquire(context.Background(), name)
+	if !errors.Is(err, core.ErrTimeout) {
+		t.Fatalf("Acquire while held locally = %v, want ErrTimeout", err)
+	}
+	if waited := time.Since(start); waited < 50*time.Millisecond {
+		t.Fatalf("gave up after %v, before the wait budget", waited)
+	}
+	if n := in.rt.n.Load(); n != 0 {
+		t.Fatalf("the waiter sent %d commands to Redis", n)
+	}
+	// The context's deadline cuts the budget and is reported as the context's.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := in.locker.Acquire(ctx, name); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire past the context's deadline = %v, want context.DeadlineExceeded", err)
+	}
+	// A try-lock (no wait budget) fails at once.
+	try := core.New(in.client, core.WithHandlers(in.guard), core.WithWait(0))
+	if _, err := try.Acquire(context.Background(), name); !errors.Is(err, core.ErrTimeout) {
+		t.Fatalf("try-lock while held locally = %v, want ErrTimeout", err)
+	}
+	if n := in.guard.Waiters(holder.Key()); n != 1 {
+		t.Fatalf("%d on the local lock after the waiters gave up, want the holder only", n)
+	}
+	release()
+	in.settled(t, name)
+}
+
+// Cancelling waiters leaves nothing held, locally or in Redis, with handoff
+// off and on.
+func TestCancelWhileWaitingLocally(t *testing.T) {
+	for _, k := range []int{0, 2} {
+		t.Run(fmt.Sprintf("handoff=%d", k), func(t *testing.T) {
+			leakCheck(t)
+			name := uniq(t)
+			in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name), hotspot.WithHandoff(k)})
+			_, release := in.hold(t, name)
+			ctx, cancel := context.WithCancel(context.Background())
+			errs := make(chan error, 3)
+			for range 3 {
+				go func() {
+					lease, err := in.locker.Acquire(ctx, name)
+					if err == nil {
+						_ = lease.Release(ctx)
+					}
+					errs <- err
+				}()
+			}
+			in.parked(t, name, 4)
+			cancel()
+			for range 3 {
+				if err := <-errs; !errors.Is(err, context.Canceled) {
+					t.Fatalf("a cancelled waiter got %v, want context.Canceled", err)
+				}
+			}
+			release()
+			in.settled(t, name)
+			try := core.New(in.client, core.WithHandlers(in.guard), core.WithWait(0))
+			lease, err := try.Acquire(context.Background(), name)
+			if err != nil {
+				t.Fatalf("the name is not free after the cancelled waiters left: %v", err)
+			}
+			_ = lease.Release(context.Background())
+		})
+	}
+}
+
+// Waiters that give up at random moments, some of them while a lease is
+// handed to them, never strand the lock in Redis and never overlap.
+func TestHandoffRacesWithGivingUp(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	ins := []*instance{
+		newInstance(t, []hotspot.Option{hotspot.WithKeys(name), hotspot.WithHandoff(1000)}, fastSpin),
+		newInstance(t, []hotspot.Option{hotspot.WithKeys(name), hotspot.WithHandoff(1000)}, fastSpin),
+	}
+	var o redistest.Overlap
+	var wg sync.WaitGroup
+	var acquired, gaveUp int64
+	var mu sync.Mutex
+	for _, in := range ins {
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 40 {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(1500))*time.Microsecond)
+					lease, err := in.locker.Acquire(ctx, name)
+					cancel()
+					mu.Lock()
+					if err != nil {
+						gaveUp++
+					} else {
+						acquired++
+					}
+					mu.Unlock()
+					if err != nil {
+						if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, core.ErrTimeout) {
+							t.Error(err)
+						}
+						continue
+					}
+					exit := o.Enter()
+					time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+					exit()
+					_ = lease.Release(context.Background())
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if o.Overlaps() != 0 {
+		t.Fatalf("%d overlaps", o.Overlaps())
+	}
+	if acquired == 0 || gaveUp == 0 {
+		t.Fatalf("acquired %d, gave up %d: the test did not exercise both", acquired, gaveUp)
+	}
+	var handoffs int64
+	for _, in := range ins {
+		handoffs += in.guard.Stats().Handoffs
+		in.settled(t, name)
+	}
+	t.Logf("acquired %d, gave up %d, handoffs %d", acquired, gaveUp, handoffs)
+	if handoffs == 0 {
+		t.Fatal("no handoff happened")
+	}
+}
+
+// After k handoffs in a row the lock goes back to Redis.
+func TestHandoffStreak(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	probe := &waitProbe{}
+	const k = 2
+	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name), hotspot.WithHandoff(k)})
+	l := core.New(in.client, core.WithHandlers(probe, in.guard))
+	ctx := context.Background()
+	holder, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := make(chan string, 3)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Acquire(ctx, name)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			tokens <- lease.Token()
+			_ = lease.Release(ctx)
+		}()
+	}
+	in.parked(t, name, 4)
+	in.rt.n.Store(0)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(tokens)
+	same := 0
+	for tok := range tokens {
+		if tok == holder.Token() {
+			same++
+		}
+	}
+	if same != k {
+		t.Errorf("%d waiters took the holder's lock over, want %d", same, k)
+	}
+	if s := in.guard.Stats(); s.Handoffs != k {
+		t.Errorf("Handoffs = %d, want %d", s.Handoffs, k)
+	}
+	// The k-th taker releases in Redis; the last waiter sets and releases.
+	if n := in.rt.n.Load(); n != 3 {
+		t.Errorf("%d round trips for four critical sections, want 3", n)
+	}
+	for _, w := range probe.all()[1:] {
+		if w <= 0 {
+			t.Errorf("a waiter's LocalWait is %v", w)
+		}
+	}
+	in.settled(t, name)
+}
+
+// queue takes name in in and starts one local waiter behind the holder; the
+// returned function waits for the waiter's lease.
+func (in *instance) queue(t *testing.T, name string) (holder *core.Lease, waiter func() *core.Lease) {
+	t.Helper()
+	holder, err := in.locker.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *core.Lease, 1)
+	go func() {
+		lease, err := in.locker.Acquire(context.Background(), name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	in.parked(t, name, 2)
+	return holder, func() *core.Lease {
+		lease := <-got
+		if lease == nil {
+			t.FailNow()
+		}
+		return lease
+	}
+}
+
+// A lease that is no longer held is not handed off as if it were: the waiter
+// takes the lock in Redis.
+func TestHandoffOfALostLease(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name), hotspot.WithHandoff(3)}, fastSpin)
+	ctx := context.Background()
+	holder, waiter := in.queue(t, name)
+	if err := in.client.Del(ctx, holder.Key()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Extend(ctx, time.Second); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("Extend of a deleted lock = %v, want ErrNotHeld", err)
+	}
+	_ = holder.Release(ctx)
+	lease := waiter()
+	if lease.Token() == holder.Token() {
+		t.Fatal("the waiter took over a lost lease")
+	}
+	if v, _ := in.client.Get(ctx, lease.Key()).Result(); v != lease.Token() {
+		t.Fatalf("the waiter's lock is not in Redis (value %q)", v)
+	}
+	if s := in.guard.Stats(); s.Handoffs != 0 {
+		t.Fatalf("Handoffs = %d, want 0", s.Handoffs)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in.settled(t, name)
+}
+
+// An expired lease is released to Redis (and reports it), not handed off.
+func TestExpiredLeaseIsNotHandedOff(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name), hotspot.WithHandoff(3)}, fastSpin, core.WithTTL(60*time.Millisecond))
+	ctx := context.Background()
+	holder, waiter := in.queue(t, name)
+	time.Sleep(80 * time.Millisecond)
+	if err := holder.Release(ctx); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("Release of an expired lease = %v, want ErrNotHeld", err)
+	}
+	lease := waiter()
+	if lease.Token() == holder.Token() || in.guard.Stats().Handoffs != 0 {
+		t.Fatal("an expired lease was handed off")
+	}
+	_ = lease.Release(ctx)
+	in.settled(t, name)
+}
+
+// A local lock that is held and waited on stays in the Guard while other
+// names churn through it: a new arrival for the held name still waits
+// locally, behind the holder and the first waiter.
+func TestHeldEntryIsNeverEvicted(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	others := make([]string, 200)
+	for i := range others {
+		others[i] = fmt.Sprintf("%s/other%d", name, i)
+	}
+	const capacity = 2
+	in := newInstance(t, []hotspot.Option{hotspot.WithCapacity(capacity), hotspot.WithKeys(append(others, name)...)}, fastSpin)
+	ctx := context.Background()
+	_, release := in.hold(t, name)
+	var o redistest.Overlap
+	var wg sync.WaitGroup
+	arrive := func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.once(t, name, &o)
+		}()
+	}
+	arrive()
+	in.parked(t, name, 2)
+	for _, other := range others {
+		lease, err := in.locker.Acquire(ctx, other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = lease.Release(ctx)
+		if s := in.guard.Stats(); s.Size > capacity {
+			t.Fatalf("size %d over the capacity %d", s.Size, capacity)
+		}
+	}
+	if s := in.guard.Stats(); s.Evictions != int64(len(others)-1) || s.Bypasses != 0 {
+		t.Fatalf("stats %+v, want %d evictions and no bypass", s, len(others)-1)
+	}
+	in.rt.n.Store(0)
+	arrive() // finds the held entry and waits behind the first waiter
+	in.parked(t, name, 3)
+	if n := in.rt.n.Load(); n != 0 {
+		t.Fatalf("a new arrival sent %d commands to Redis while the name was held locally", n)
+	}
+	release()
+	wg.Wait()
+	if o.Overlaps() != 0 || o.Entries() != 2 {
+		t.Fatalf("entries %d, overlaps %d", o.Entries(), o.Overlaps())
+	}
+	in.settled(t, name)
+}
+
+// When every local lock is in use, a further hot name goes straight to Redis
+// rather than growing the Guard.
+func TestBypassWhenFull(t *testing.T) {
+	leakCheck(t)
+	a, b := uniq(t), uniq(t)
+	in := newInstance(t, []hotspot.Option{hotspot.WithCapacity(1), hotspot.WithKeys(a, b)})
+	_, release := in.hold(t, a)
+	lease, err := in.locker.Acquire(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := in.guard.Stats(); s.Bypasses != 1 || s.Size != 1 || s.Hits != 1 {
+		t.Fatalf("stats %+v, want one hit, one bypass, size 1", s)
+	}
+	_ = lease.Release(context.Background())
+	release()
+	in.settled(t, a)
+	in.settled(t, b)
+}
+
+// The lock is released in Redis before the local lock: a local waiter woken
+// by the release finds the name free in Redis at its first attempt.
+func TestReleaseOrderRedisFirst(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	g := hotspot.New(hotspot.WithKeys(name))
+	gate := make(chan struct{})
+	slowRelease := core.HandlerFuncs{OnRelease: func(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
+		<-gate
+		return next(ctx, lease)
+	}}
+	c := shared.Client(t)
+	rt := &roundTrips{}
+	c.AddHook(rt)
+	l := core.New(c, core.WithHandlers(g, slowRelease), fastSpin)
+	ctx := context.Background()
+	warm, err := core.New(c).Acquire(ctx, uniq(t)) // loads the release script
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = warm.Release(ctx)
+	holder, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, name)
+		if err == nil {
+			close(gate) // lets the waiter's own release through
+			err = lease.Release(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, "the waiter is on the local lock", func() bool { return g.Waiters(holder.Key()) == 2 })
+	released := make(chan error, 1)
+	rt.n.Store(0)
+	go func() { released <- holder.Release(ctx) }()
+	time.Sleep(30 * time.Millisecond) // the holder's release is stuck before Redis
+	if n := rt.n.Load(); n != 0 {
+		t.Fatalf("the waiter sent %d commands before the holder's lock left Redis", n)
+	}
+	gate <- struct{}{}
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	// release, then the waiter's SET at its first attempt and its release
+	if n := rt.n.Load(); n != 3 {
+		t.Fatalf("%d round trips, want 3", n)
+	}
+}
+
+// A panic below the Guard during an acquire releases the local lock.
+func TestPanicBelowReleasesLocalLock(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	g := hotspot.New(hotspot.WithKeys(name))
+	var boom bool
+	panicky := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+		if boom {
+			panic("boom")
+		}
+		return next(ctx, req)
+	}}
+	l := core.New(shared.Client(t), core.WithHandlers(g, panicky), core.WithWait(0))
+	boom = true
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = l.Acquire(context.Background(), name)
+	}()
+	boom = false
+	lease, err := l.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatalf("the local lock stayed taken after a panic: %v", err)
+	}
+	_ = lease.Release(context.Background())
+	if n := g.InFlight(); n != 0 {
+		t.Fatalf("%d in flight", n)
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	for _, opts := range [][]hotspot.Option{
+		{hotspot.WithCapacity(0)},
+		{hotspot.WithHandoff(-1)},
+		{hotspot.WithHotPeriod(-time.Second)},
+		{hotspot.WithKeys("a", "")},
+		{nil},
+	} {
+		g := hotspot.New(opts...)
+		if err := g.Err(); !errors.Is(err, core.ErrInvalidOption) {
+			t.Fatalf("Err = %v, want ErrInvalidOption", err)
+		}
+		rt := &roundTrips{}
+		c := shared.Client(t)
+		c.AddHook(rt)
+		_, err := core.New(c, core.WithHandlers(g)).Acquire(context.Background(), uniq(t))
+		if !errors.Is(err, core.ErrInvalidOption) || rt.n.Load() != 0 {
+			t.Fatalf("Acquire through an invalid Guard = %v after %d commands, want ErrInvalidOption and none", err, rt.n.Load())
+		}
+	}
+	if err := hotspot.New().Err(); err != nil {
+		t.Fatalf("the defaults are invalid: %v", err)
+	}
+}
+
+func TestCounters(t *testing.T) {
+	name := uniq(t)
+	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name)})
+	_, release := in.hold(t, name)
+	release()
+	got := in.guard.Counters()
+	want := map[string]int64{"hits": 1, "bypasses": 0, "evictions": 0, "handoffs": 0, "size": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Counters() = %v, want %v", got, want)
+	}
+}
+
+// Two Guards in one chain keep their own holds on a lease.
+func TestTwoGuardsInOneChain(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	outer, inner := hotspot.New(hotspot.WithKeys(name)), hotspot.New(hotspot.WithKeys(name))
+	l := core.New(shared.Client(t), core.WithHandlers(outer, inner), core.WithWait(0))
+	for range 3 {
+		lease, err := l.Acquire(context.Background(), name)
+		if err != nil {
+			t.Fatalf("a Guard kept its local lock after the release: %v", err)
+		}
+		if err := lease.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if outer.InFlight() != 0 || inner.InFlight() != 0 {
+		t.Fatalf("in flight: outer %d, inner %d", outer.InFlight(), inner.InFlight())
+	}
+}

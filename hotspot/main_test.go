@@ -1,0 +1,208 @@
+package hotspot_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/hotspot"
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+// shared is the redis-server the tests use; each test locks names of its own.
+var shared *redistest.Server
+
+// redisAddr is the address the examples connect to.
+var redisAddr string
+
+func TestMain(m *testing.M) {
+	var err error
+	if shared, err = redistest.Launch(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	redisAddr = shared.Addr()
+	code := m.Run()
+	shared.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakCheck fails the test if it leaves goroutines behind. Call it first, so
+// that it runs after the test's other clean-ups.
+func leakCheck(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
+
+// roundTrips is a go-redis hook that counts commands and pipelines sent.
+type roundTrips struct{ n atomic.Int64 }
+
+func (c *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+var seq atomic.Int64
+
+// uniq returns a lock name of the test's own, fresh on every run.
+func uniq(t testing.TB) string {
+	return fmt.Sprintf("%s#%d", t.Name(), seq.Add(1))
+}
+
+// instance is one service instance: its own client (with a round-trip
+// counter), its own Guard and a Locker using both.
+type instance struct {
+	client *redis.Client
+	rt     *roundTrips
+	guard  *hotspot.Guard
+	locker *core.Locker
+}
+
+// fastSpin keeps contended tests short.
+var fastSpin = core.WithSpin(time.Millisecond, time.Millisecond)
+
+// newInstance builds an instance on the shared server. The Guard comes first
+// in the chain, before any handlers in opts.
+func newInstance(t testing.TB, guardOpts []hotspot.Option, opts ...core.Option) *instance {
+	t.Helper()
+	c := shared.Client(t)
+	rt := &roundTrips{}
+	c.AddHook(rt)
+	if err := c.Ping(context.Background()).Err(); err != nil { // dial now, so that rt counts lock commands only
+		t.Fatal(err)
+	}
+	rt.n.Store(0)
+	g := hotspot.New(guardOpts...)
+	if err := g.Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := core.New(c, append([]core.Option{core.WithHandlers(g)}, opts...)...)
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Load the release script, so that round trips counted later are one
+	// per command.
+	lease, err := l.Acquire(context.Background(), "warm-up:"+uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rt.n.Store(0)
+	return &instance{client: c, rt: rt, guard: g, locker: l}
+}
+
+// key returns the Redis key of name in in's Locker.
+func (in *instance) key(t testing.TB, name string) string {
+	t.Helper()
+	k, err := in.locker.Key(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// hold takes name for the test; the returned function releases it.
+func (in *instance) hold(t testing.TB, name string) (*core.Lease, func()) {
+	t.Helper()
+	lease, err := in.locker.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lease.Release(context.Background()) })
+	return lease, func() {
+		if err := lease.Release(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// once acquires name, runs a critical section checked by o (when not nil)
+// and releases it, reporting errors to t.
+func (in *instance) once(t testing.TB, name string, o *redistest.Overlap) {
+	lease, err := in.locker.Acquire(context.Background(), name)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if o != nil {
+		o.Enter()()
+	}
+	if err := lease.Release(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 5 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// parked waits until n goroutines hold or wait for name's local lock in in,
+// then lets the waiters reach their select.
+func (in *instance) parked(t testing.TB, name string, n int) {
+	t.Helper()
+	key := in.key(t, name)
+	waitFor(t, fmt.Sprintf("%d goroutines are on %s", n, name), func() bool { return in.guard.Waiters(key) == n })
+	time.Sleep(20 * time.Millisecond)
+}
+
+// settled checks that in's Guard holds nothing for name any more and that
+// the lock is free in Redis (within a second, less than the default TTL).
+func (in *instance) settled(t testing.TB, name string) {
+	t.Helper()
+	if n := in.guard.InFlight(); n != 0 {
+		t.Errorf("%d acquires still counted in flight", n)
+	}
+	if n := in.guard.Waiters(in.key(t, name)); n != 0 {
+		t.Errorf("%d goroutines still on the local lock", n)
+	}
+	// An acquire cut by its context during its SET removes what the SET may
+	// have stored in the background (core's undo): give it a moment. A lock
+	// stranded without a holder would stay for its TTL.
+	key := in.key(t, name)
+	deadline := time.Now().Add(time.Second)
+	for {
+		n, err := in.client.Exists(context.Background(), key).Result()
+		if err == nil && n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the lock is still in Redis after 1s (exists=%d, err=%v)", n, err)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

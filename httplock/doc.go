@@ -1,0 +1,25 @@
+// Package httplock is reqlock's middleware for plain net/http, and so for
+// routers built on it (chi, gorilla/mux): it derives a lock name from the
+// request, takes the lock, calls the next handler and releases the lock.
+//
+// The route is the Go 1.22 ServeMux pattern (Request.Pattern) and path
+// parameters are Request.PathValue, which ServeMux sets before it calls the
+// handler registered for the pattern: wrap the handlers you register, not
+// the mux.
+//
+//	key, _ := keyfunc.Template("order:{param.id}")
+//	lock := httplock.New(locker, key)
+//	mux.Handle("POST /orders/{id}/pay", lock(pay))
+//
+// Routers that keep path parameters elsewhere pass them with WithPathParam.
+//
+// The answers are those of ginlock: 400 with a JSON error naming a missing or
+// unreadable part, 409 with Retry-After when the name stayed busy, 503 when
+// Redis is unavailable (unless WithFailOpen) or the request's deadline passed
+// while waiting, 500 for set-up mistakes, and a bare 499 when the client went
+// away. The next handler's request context carries the lease (Lease returns
+// it), is cancelled when the lease is lost (cause wrapping core.ErrNotHeld),
+// and makes Acquire of the same name reentrant. A JSON body read by
+// keyfunc.Field is put back for the handler. The lock is released when the
+// handler returns or panics.
+package httplock

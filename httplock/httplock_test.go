@@ -1,0 +1,198 @@
+package httplock_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/httplock"
+	"github.com/reqlock/reqlock/internal/adaptertest"
+	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/keyfunc"
+)
+
+var orderKey, _ = keyfunc.Template("order:{param.id}")
+
+// mux serves POST /orders/{id} with h behind mw, and recovers panics.
+func mux(mw func(http.Handler) http.Handler, h http.HandlerFunc) http.Handler {
+	m := http.NewServeMux()
+	m.Handle("POST /orders/{id}", mw(h))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if recover() != nil {
+				w.WriteHeader(http.StatusInternalServerError)
+			}
+		}()
+		m.ServeHTTP(w, r)
+	})
+}
+
+func do(h http.Handler, ctx context.Context, path, body string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodPost, path, strings.NewReader(body)))
+	return w
+}
+
+func TestOneOrderAtATimeOrdersInParallel(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
+	prefix := adaptertest.Uniq(t)
+	x := adaptertest.NewExclusion([]string{prefix + "a", prefix + "b"}, 6)
+	h := mux(httplock.New(e.Locker, orderKey), func(w http.ResponseWriter, r *http.Request) { x.Handle(r.PathValue("id")) })
+	x.Run(t, func(order string) error {
+		if w := do(h, context.Background(), "/orders/"+order, ""); w.Code != http.StatusOK {
+			return fmt.Errorf("status %d %s", w.Code, w.Body)
+		}
+		return nil
+	})
+}
+
+func TestAnswers(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil)
+	id := adaptertest.Uniq(t)
+	e.Hold(t, "order:"+id)
+	down := redistest.Start(t)
+	dead := adaptertest.NewEnv(t, down, core.WithIOTimeout(300*time.Millisecond))
+	down.Stop()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	var ran atomic.Int64
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		ran.Add(1)
+		if httplock.Lease(r) != nil {
+			io.WriteString(w, "locked")
+		}
+	}
+	tenantKey, _ := keyfunc.Template("order:{param.id}:{header.X-Tenant}")
+	for _, tc := range []struct {
+		name   string
+		mw     func(http.Handler) http.Handler
+		ctx    context.Context
+		path   string
+		status int
+		ran    bool
+		body   string // in the JSON error, or the exact body
+	}{
+		{"missing part", httplock.New(e.Locker, tenantKey), nil, "/orders/1", 400, false, `header "X-Tenant"`},
+		{"busy", httplock.New(e.Locker, orderKey, httplock.WithWait(20*time.Millisecond), httplock.WithRetryAfter(3*time.Second)), nil, "/orders/" + id, 409, false, "busy"},
+		{"redis down", httplock.New(dead.Locker, orderKey), nil, "/orders/1", 503, false, "unavailable"},
+		{"fail open", httplock.New(dead.Locker, orderKey, httplock.WithFailOpen()), nil, "/orders/1", 200, true, ""},
+		{"client gone", httplock.New(e.Locker, orderKey), gone, "/orders/" + id, 499, false, ""},
+		{"bad option", httplock.New(e.Locker, orderKey, httplock.WithTTL(-1)), nil, "/orders/1", 500, false, "internal error"},
+		{"locked", httplock.New(e.Locker, orderKey), nil, "/orders/free" + id, 200, true, "locked"},
+	} {
+		ran.Store(0)
+		ctx := tc.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		w := do(mux(tc.mw, handler), ctx, tc.path, "")
+		body := w.Body.String()
+		if w.Code >= 400 && w.Body.Len() > 0 {
+			var e struct{ Error string }
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil {
+				t.Errorf("%s: body %q is not a JSON error", tc.name, body)
+			}
+			body = e.Error
+		}
+		if w.Code != tc.status || (ran.Load() == 1) != tc.ran || !strings.Contains(body, tc.body) || (tc.body == "" && body != "") {
+			t.Errorf("%s: status %d, handler ran %d, body %q; want %d, %v, %q", tc.name, w.Code, ran.Load(), body, tc.status, tc.ran, tc.body)
+		}
+		if tc.name == "busy" && w.Header().Get("Retry-After") != "3" {
+			t.Errorf("busy: Retry-After %q", w.Header().Get("Retry-After"))
+		}
+	}
+}
+
+func TestCustomHandlersAndPathParam(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	id := adaptertest.Uniq(t)
+	e.Hold(t, "order:"+id)
+	var busy, other error
+	mw := httplock.New(e.Locker, orderKey, httplock.WithWait(time.Millisecond),
+		httplock.WithBusyHandler(func(w http.ResponseWriter, r *http.Request, err error) { busy = err; w.WriteHeader(429) }),
+		httplock.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) { other = err; w.WriteHeader(422) }),
+		httplock.WithPathParam(func(r *http.Request, name string) string { return r.URL.Query().Get(name) }))
+	h := mux(mw, func(http.ResponseWriter, *http.Request) {})
+	if w := do(h, context.Background(), "/orders/x?id="+id, ""); w.Code != 429 || !errors.Is(busy, core.ErrTimeout) {
+		t.Errorf("busy handler: %d %v", w.Code, busy)
+	}
+	if w := do(h, context.Background(), "/orders/x", ""); w.Code != 422 || !errors.Is(other, keyfunc.ErrMissing) {
+		t.Errorf("error handler: %d %v", w.Code, other)
+	}
+	skip := mux(httplock.New(e.Locker, orderKey, httplock.WithSkip(func(*http.Request) bool { return true })), func(http.ResponseWriter, *http.Request) {})
+	if w := do(skip, context.Background(), "/orders/"+id, ""); w.Code != 200 {
+		t.Errorf("skip: %d", w.Code)
+	}
+}
+
+func TestBodyPanicLostLeaseAndRoute(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	var route atomic.Value
+	e := adaptertest.NewEnv(t, nil, core.WithHandlers(core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+		route.Store(req.Route)
+		return next(ctx, req)
+	}}))
+	id := adaptertest.Uniq(t)
+
+	// The body read for the name is the handler's too.
+	h := mux(httplock.New(e.Locker, keyfunc.Field("id")), func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s|%s", httplock.Lease(r).Name(), b)
+	})
+	if w := do(h, context.Background(), "/orders/1", `{"id":"`+id+`"}`); w.Body.String() != keyfunc.Escape(id)+`|{"id":"`+id+`"}` {
+		t.Fatalf("body: %q", w.Body)
+	}
+	if route.Load() != "POST /orders/{id}" {
+		t.Fatalf("Request.Route = %q", route.Load())
+	}
+
+	// Released after a panic.
+	h = mux(httplock.New(e.Locker, orderKey), func(http.ResponseWriter, *http.Request) { panic("bug") })
+	if w := do(h, context.Background(), "/orders/"+id, ""); w.Code != 500 || e.Exists(t, "order:"+id) {
+		t.Fatalf("after a panic: status %d, still held %v", w.Code, e.Exists(t, "order:"+id))
+	}
+
+	// The request context ends when the TTL runs out.
+	var cause error
+	h = mux(httplock.New(e.Locker, orderKey, httplock.WithTTL(50*time.Millisecond)), func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			cause = context.Cause(r.Context())
+		case <-time.After(10 * time.Second):
+		}
+	})
+	do(h, context.Background(), "/orders/"+id, "")
+	if !errors.Is(cause, core.ErrNotHeld) {
+		t.Fatalf("lost lease: cause %v", cause)
+	}
+}
+
+func Example() {
+	client := adaptertest.NewClient()
+	defer client.Close()
+	locker := core.New(client)
+	key, _ := keyfunc.Template("order:{param.id}")
+	lock := httplock.New(locker, key)
+
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders/{id}/pay", lock(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "paid under %s", httplock.Lease(r).Name())
+	})))
+
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/orders/42/pay", nil))
+	fmt.Println(w.Code, w.Body)
+	// Output: 200 paid under order:42
+}

@@ -1,0 +1,231 @@
+// Package adaptertest holds the test scaffolding that the adapters' tests
+// share: a TestMain with a shared redis-server and a leak check, a round-trip
+// counter, unique names and a barrier that proves requests run in parallel.
+package adaptertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+// Shared is the redis-server that a package's tests share (set by Main).
+var Shared *redistest.Server
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...interface{}) {}
+
+// Main runs a package's tests with Shared started, and fails the run on a
+// goroutine leak. Call it from TestMain.
+func Main(m *testing.M) {
+	redis.SetLogger(quiet{}) // dial retries while a test has Redis stopped
+	var err error
+	if Shared, err = redistest.Launch(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	Shared.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// LeakCheck fails the test if it leaves goroutines behind. Call it first.
+func LeakCheck(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
+
+var seq atomic.Int64
+
+// Uniq returns a string of the test's own, fresh on every call.
+func Uniq(t testing.TB) string {
+	return fmt.Sprintf("%s#%d", t.Name(), seq.Add(1))
+}
+
+// Counter is a go-redis hook that counts round trips.
+type Counter struct{ N atomic.Int64 }
+
+// DialHook passes through.
+func (c *Counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook counts a command.
+func (c *Counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.N.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook counts a pipeline.
+func (c *Counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.N.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// Env is a client of a server with a round-trip counter, and a Locker on it.
+type Env struct {
+	Client *redis.Client
+	RT     *Counter
+	Locker *core.Locker
+}
+
+// NewEnv builds a Locker on a new client of srv (Shared when nil).
+func NewEnv(t testing.TB, srv *redistest.Server, opts ...core.Option) *Env {
+	t.Helper()
+	if srv == nil {
+		srv = Shared
+	}
+	c := srv.Client(t)
+	rt := &Counter{}
+	c.AddHook(rt)
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rt.N.Store(0)
+	l := core.New(c, opts...)
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return &Env{Client: c, RT: rt, Locker: l}
+}
+
+// Exists reports whether the lock of name is in Redis.
+func (e *Env) Exists(t testing.TB, name string) bool {
+	t.Helper()
+	key, err := e.Locker.Key(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.Client.Exists(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// Barrier lets n parties meet: Arrive returns once all n have arrived, or
+// false after the timeout. Handlers of different resources meeting at a
+// barrier prove that they ran at the same time, without timing assertions.
+type Barrier struct {
+	n       int64
+	arrived atomic.Int64
+	all     chan struct{}
+}
+
+// NewBarrier returns a barrier for n parties.
+func NewBarrier(n int) *Barrier {
+	return &Barrier{n: int64(n), all: make(chan struct{})}
+}
+
+// Arrive registers one party and waits for the others.
+func (b *Barrier) Arrive(timeout time.Duration) bool {
+	if b.arrived.Add(1) == b.n {
+		close(b.all)
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-b.all:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// NewClient returns a client of Shared for examples, which have no
+// testing.TB; the caller closes it.
+func NewClient() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: Shared.Addr(), ContextTimeoutEnabled: true})
+}
+
+// Hold takes name with e's Locker for the rest of the test, as another
+// instance of the service would.
+func (e *Env) Hold(t testing.TB, name string) *core.Lease {
+	t.Helper()
+	lease, err := e.Locker.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lease.Release(context.Background()) })
+	return lease
+}
+
+// Exclusion fires concurrent requests for several orders at a handler and
+// checks that requests for one order never overlap while different orders
+// run in parallel: the first request of each order waits at a barrier for
+// the first of every other order, which only works if they run at once.
+type Exclusion struct {
+	orders   []string
+	perOrder int
+	per      map[string]*redistest.Overlap
+	first    map[string]*atomic.Bool
+	all      redistest.Overlap
+	meet     *Barrier
+	missed   atomic.Bool
+}
+
+// NewExclusion prepares perOrder requests for each of orders.
+func NewExclusion(orders []string, perOrder int) *Exclusion {
+	x := &Exclusion{orders: orders, perOrder: perOrder, per: map[string]*redistest.Overlap{},
+		first: map[string]*atomic.Bool{}, meet: NewBarrier(len(orders))}
+	for _, o := range orders {
+		x.per[o], x.first[o] = &redistest.Overlap{}, &atomic.Bool{}
+	}
+	return x
+}
+
+// Handle is the critical section of a request for order; handlers call it.
+func (x *Exclusion) Handle(order string) {
+	defer x.per[order].Enter()()
+	defer x.all.Enter()()
+	if x.first[order].CompareAndSwap(false, true) && !x.meet.Arrive(10*time.Second) {
+		x.missed.Store(true)
+	}
+	time.Sleep(time.Millisecond) // room for an overlap, were the lock broken
+}
+
+// Run sends all the requests at once with call, then checks what the
+// handler saw.
+func (x *Exclusion) Run(t *testing.T, call func(order string) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := 0; i < x.perOrder; i++ {
+		for _, o := range x.orders {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := call(o); err != nil {
+					t.Errorf("order %s: %v", o, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for id, o := range x.per {
+		if o.Entries() != int64(x.perOrder) || o.Overlaps() != 0 {
+			t.Errorf("order %s: %d requests, %d overlapped", id, o.Entries(), o.Overlaps())
+		}
+	}
+	if x.missed.Load() || x.all.Overlaps() == 0 {
+		t.Fatalf("different orders did not run in parallel (barrier missed: %v, cross-order overlaps: %d)", x.missed.Load(), x.all.Overlaps())
+	}
+}

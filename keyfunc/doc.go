@@ -1,0 +1,33 @@
+// Package keyfunc derives lock names from requests, independently of the
+// framework that serves them.
+//
+// An adapter (ginlock, grpclock, httplock) exposes a request as a Source:
+// its route, path parameters, query parameters, headers (gRPC metadata) and
+// body fields (JSON body fields for HTTP, message fields for gRPC). A Func
+// builds a lock name from a Source:
+//
+//	key := keyfunc.Join(keyfunc.Const("orders"), keyfunc.Param("id"), keyfunc.Header("X-Tenant"))
+//
+// or, equivalently, from a template parsed once at start-up:
+//
+//	key, err := keyfunc.Template("orders:{param.id}:{header.X-Tenant}")
+//
+// # Missing parts
+//
+// A part that is absent or empty is an error wrapping ErrMissing that names
+// the part (`keyfunc: missing key part: param "id"`), never a silently
+// shorter name: two requests for different resources must not share a lock
+// because one of them lacked an id. A body that cannot be read (not JSON, a
+// field that is an object) is an error wrapping ErrUnreadable. Adapters
+// answer both as the client's fault (HTTP 400, gRPC InvalidArgument).
+//
+// # Escaping
+//
+// Values taken from a request are escaped with Escape before they enter a
+// name: '%', the separators ':' '|' ',' '=', the braces '{' '}', spaces and
+// control characters are percent-encoded. Constants and template text are
+// used as they are. Join puts ':' between its parts, and Template requires a
+// separator between two placeholders, so that a name is made of its parts in
+// exactly one way: an id "a:b" with a tenant "c" never gives the name of an
+// id "a" with a tenant "b:c".
+package keyfunc

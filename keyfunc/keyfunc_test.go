@@ -1,0 +1,231 @@
+package keyfunc_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/reqlock/reqlock/keyfunc"
+)
+
+// fake is a Source backed by maps.
+type fake struct {
+	route                  string
+	params, query, headers map[string]string
+	fields                 map[string]string
+	fieldErr               error
+}
+
+func (f fake) Route() string                   { return f.route }
+func (f fake) Param(n string) (string, error)  { return f.params[n], nil }
+func (f fake) Query(n string) (string, error)  { return f.query[n], nil }
+func (f fake) Header(n string) (string, error) { return f.headers[n], nil }
+func (f fake) Field(p string) (string, error)  { return f.fields[p], f.fieldErr }
+
+var req = fake{
+	route:   "/orders/:id",
+	params:  map[string]string{"id": "42", "odd": "a:b%c{d} e"},
+	query:   map[string]string{"page": "3"},
+	headers: map[string]string{"X-Tenant": "acme"},
+	fields:  map[string]string{"order.id": "7"},
+}
+
+func TestFuncs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    keyfunc.Func
+		want string
+	}{
+		{"route", keyfunc.Route(), "/orders/%3Aid"},
+		{"param", keyfunc.Param("id"), "42"},
+		{"escaped param", keyfunc.Param("odd"), "a%3Ab%25c%7Bd%7D%20e"},
+		{"query", keyfunc.Query("page"), "3"},
+		{"header", keyfunc.Header("X-Tenant"), "acme"},
+		{"field", keyfunc.Field("order.id"), "7"},
+		{"const unescaped", keyfunc.Const("orders:v1"), "orders:v1"},
+		{"join", keyfunc.Join(keyfunc.Const("orders"), keyfunc.Param("id"), keyfunc.Header("X-Tenant")), "orders:42:acme"},
+	} {
+		got, err := tc.f(req)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestMissingPartsAreErrors(t *testing.T) {
+	for _, tc := range []struct {
+		f    keyfunc.Func
+		part string
+	}{
+		{keyfunc.Param("nope"), `param "nope"`},
+		{keyfunc.Query("nope"), `query "nope"`},
+		{keyfunc.Header("X-Nope"), `header "X-Nope"`},
+		{keyfunc.Field("order.nope"), `field "order.nope"`},
+		{keyfunc.Route(), `route`},
+		{keyfunc.Join(keyfunc.Const("orders"), keyfunc.Param("id"), keyfunc.Query("nope")), `query "nope"`},
+	} {
+		got, err := tc.f(fake{params: map[string]string{"id": "1"}})
+		if !errors.Is(err, keyfunc.ErrMissing) || got != "" {
+			t.Errorf("%s: got %q, %v; want an error wrapping ErrMissing", tc.part, got, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.part) {
+			t.Errorf("error %q does not name the part %s", err, tc.part)
+		}
+	}
+}
+
+func TestSourceErrorsKeepTheirKind(t *testing.T) {
+	_, err := keyfunc.Field("id")(fake{fieldErr: fmt.Errorf("%w: not JSON", keyfunc.ErrUnreadable)})
+	if !errors.Is(err, keyfunc.ErrUnreadable) || errors.Is(err, keyfunc.ErrMissing) || !strings.Contains(err.Error(), `field "id"`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestBadConstructorArguments(t *testing.T) {
+	for _, f := range []keyfunc.Func{
+		keyfunc.Param(""), keyfunc.Query(""), keyfunc.Header(""), keyfunc.Field(""),
+		keyfunc.Field("a..b"), keyfunc.Const(""), keyfunc.Join(), keyfunc.Join(keyfunc.Const("a"), nil),
+	} {
+		if got, err := f(req); err == nil || got != "" || errors.Is(err, keyfunc.ErrMissing) {
+			t.Errorf("got %q, %v; want a set-up error", got, err)
+		}
+	}
+}
+
+func TestJoinIsUnambiguous(t *testing.T) {
+	k := keyfunc.Join(keyfunc.Param("a"), keyfunc.Param("b"))
+	x, _ := k(fake{params: map[string]string{"a": "a:b", "b": "c"}})
+	y, _ := k(fake{params: map[string]string{"a": "a", "b": "b:c"}})
+	if x == y {
+		t.Fatalf("a:b+c and a+b:c both give %q", x)
+	}
+}
+
+func TestTemplate(t *testing.T) {
+	k, err := keyfunc.Template("orders:{param.id}:{header.X-Tenant}|{query.page}={field.order.id},{route}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := k(req)
+	if want := "orders:42:acme|3=7,/orders/%3Aid"; got != want || err != nil {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
+	}
+	if _, err := k(fake{params: map[string]string{"id": "1"}}); !errors.Is(err, keyfunc.ErrMissing) || !strings.Contains(err.Error(), `header "X-Tenant"`) {
+		t.Fatalf("missing header: %v", err)
+	}
+	constant, err := keyfunc.Template("global")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := constant(req); got != "global" {
+		t.Fatalf("constant template gave %q", got)
+	}
+}
+
+func TestTemplateErrors(t *testing.T) {
+	for _, tc := range []struct{ t, want string }{
+		{"", "empty template"},
+		{"orders:{param.id", "position 8: '{' is not closed"},
+		{"orders:{param.{id}}", "position 8: '{' is not closed"},
+		{"orders}", "position 7: '}' without a matching '{'"},
+		{"orders:{params.id}", "position 8: unknown placeholder {params.id}"},
+		{"orders:{param}", "position 8: placeholder {param} lacks a name"},
+		{"orders:{param.}", "position 8: placeholder {param.} lacks a name"},
+		{"{route.x}", "position 1: unknown placeholder"},
+		{"x:{field.a..b}", "position 3: placeholder {field.a..b}: empty segment 2"},
+		{"{param.a}{param.b}", "position 10: two placeholders must be separated"},
+		{"{param.a}-{param.b}", "position 11: two placeholders must be separated"},
+		{"o:{header.X Y}", "position 3: placeholder {header.X Y}: the name contains a space"},
+	} {
+		f, err := keyfunc.Template(tc.t)
+		if f != nil || !errors.Is(err, keyfunc.ErrTemplate) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Template(%q) = %v; want an ErrTemplate naming %q", tc.t, err, tc.want)
+		}
+	}
+}
+
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                "",
+		"plain-id_1.x~/é": "plain-id_1.x~/é",
+		"a:b|c,d=e":       "a%3Ab%7Cc%2Cd%3De",
+		"100%":            "100%25",
+		"{x} y\n\x7f":     "%7Bx%7D%20y%0A%7F",
+	} {
+		if got := keyfunc.Escape(in); got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func newJSONRequest(body string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/orders/42?page=3", strings.NewReader(body))
+	r.Header.Set("X-Tenant", "acme")
+	r.SetPathValue("id", "42")
+	return r
+}
+
+func TestHTTPSource(t *testing.T) {
+	body := `{"order":{"id":"A-1","n":12.50,"paid":true,"tags":["x"],"none":null}}`
+	r := newJSONRequest(body)
+	src := &keyfunc.HTTPSource{Request: r, Pattern: "POST /orders/{id}"}
+	k, err := keyfunc.Template("{route}|{param.id}|{query.page}|{header.x-tenant}|{field.order.id}|{field.order.n}|{field.order.paid}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := k(src)
+	if want := "POST%20/orders/%7Bid%7D|42|3|acme|A-1|12.50|true"; got != want || err != nil {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
+	}
+	for path, kind := range map[string]error{"order.tags": keyfunc.ErrUnreadable, "order": keyfunc.ErrUnreadable,
+		"order.id.x": keyfunc.ErrUnreadable, "order.none": keyfunc.ErrMissing, "order.absent": keyfunc.ErrMissing, "other.id": keyfunc.ErrMissing} {
+		if _, err := keyfunc.Field(path)(src); !errors.Is(err, kind) {
+			t.Errorf("field %s: %v, want %v", path, err, kind)
+		}
+	}
+	// The handler still reads the whole body.
+	if b, err := io.ReadAll(r.Body); err != nil || string(b) != body {
+		t.Fatalf("body after Field: %q, %v", b, err)
+	}
+}
+
+func TestHTTPSourceBadBodies(t *testing.T) {
+	for body, kind := range map[string]error{
+		"":                  keyfunc.ErrMissing,
+		"not json":          keyfunc.ErrUnreadable,
+		`{"id":1} {"id":2}`: keyfunc.ErrUnreadable,
+		`[1,2]`:             keyfunc.ErrUnreadable,
+	} {
+		r := newJSONRequest(body)
+		if _, err := keyfunc.Field("id")(&keyfunc.HTTPSource{Request: r}); !errors.Is(err, kind) {
+			t.Errorf("body %q: %v, want %v", body, err, kind)
+		}
+		if b, _ := io.ReadAll(r.Body); string(b) != body {
+			t.Errorf("body %q not restored: %q", body, b)
+		}
+	}
+}
+
+func TestHTTPSourceMaxBody(t *testing.T) {
+	body := `{"id":"1","pad":"` + strings.Repeat("x", 100) + `"}`
+	r := newJSONRequest(body)
+	_, err := keyfunc.Field("id")(&keyfunc.HTTPSource{Request: r, MaxBody: 50})
+	if !errors.Is(err, keyfunc.ErrUnreadable) || !strings.Contains(err.Error(), "larger than 50 bytes") {
+		t.Fatalf("got %v", err)
+	}
+	if b, _ := io.ReadAll(r.Body); string(b) != body {
+		t.Fatalf("the handler lost the body beyond the limit: %q", b)
+	}
+}
+
+func TestHTTPSourcePathParamFunc(t *testing.T) {
+	src := &keyfunc.HTTPSource{Request: newJSONRequest(""), PathParam: func(n string) string { return "p-" + n }}
+	if got, _ := keyfunc.Param("id")(src); got != "p-id" {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -1,0 +1,103 @@
+package keyfunc
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Template parses t once and returns a Func that fills it from a request.
+// Text outside braces is kept as it is; each placeholder is replaced by an
+// escaped value:
+//
+//	{route}        the route template or RPC method
+//	{param.NAME}   a path parameter
+//	{query.NAME}   a query parameter
+//	{header.NAME}  an HTTP header or gRPC metadata key
+//	{field.PATH}   a body field by dotted path, such as {field.order.id}
+//
+// Two placeholders must be separated by text containing one of the
+// separators ':' '|' ',' '=' (or a space), so that every name comes from one
+// set of values only: "orders:{param.id}:{header.X-Tenant}" is valid,
+// "{param.a}{param.b}" and "{param.a}-{param.b}" are not. Braces cannot
+// appear in the text. Errors wrap ErrTemplate and give the 1-based byte
+// position of the problem.
+func Template(t string) (Func, error) {
+	if t == "" {
+		return nil, fmt.Errorf("%w: empty template", ErrTemplate)
+	}
+	var segs []segment
+	lit, sepSince := strings.Builder{}, true // sepSince: a separator since the last placeholder
+	for i := 0; i < len(t); i++ {
+		switch c := t[i]; c {
+		case '}':
+			return nil, templateErr(t, i, "'}' without a matching '{'")
+		case '{':
+			end := strings.IndexAny(t[i+1:], "{}")
+			if end < 0 || t[i+1+end] == '{' {
+				return nil, templateErr(t, i, "'{' is not closed by '}'")
+			}
+			if !sepSince {
+				return nil, templateErr(t, i, "two placeholders must be separated by text containing ':', '|', ',', '=' or a space")
+			}
+			f, err := placeholder(t[i+1 : i+1+end])
+			if err != nil {
+				return nil, templateErr(t, i, err.Error())
+			}
+			segs = append(segs, segment{lit: lit.String(), f: f})
+			lit.Reset()
+			sepSince = false
+			i += 1 + end
+		default:
+			if separator(c) {
+				sepSince = true
+			}
+			lit.WriteByte(c)
+		}
+	}
+	tail := lit.String()
+	return func(s Source) (string, error) {
+		var b strings.Builder
+		for _, seg := range segs {
+			v, err := seg.f(s)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(seg.lit)
+			b.WriteString(v)
+		}
+		b.WriteString(tail)
+		return b.String(), nil
+	}, nil
+}
+
+// segment is template text followed by a placeholder.
+type segment struct {
+	lit string
+	f   Func
+}
+
+func templateErr(t string, i int, msg string) error {
+	return fmt.Errorf("%w %q: position %d: %s", ErrTemplate, t, i+1, msg)
+}
+
+// placeholder returns the Func of the text inside braces.
+func placeholder(p string) (Func, error) {
+	if p == "route" {
+		return Route(), nil
+	}
+	kind, arg, _ := strings.Cut(p, ".")
+	mk := map[string]func(string) Func{"param": Param, "query": Query, "header": Header, "field": Field}[kind]
+	switch {
+	case mk == nil:
+		return nil, fmt.Errorf("unknown placeholder {%s}: want {route}, {param.NAME}, {query.NAME}, {header.NAME} or {field.PATH}", p)
+	case arg == "":
+		return nil, fmt.Errorf("placeholder {%s} lacks a name after %q", p, kind+".")
+	case strings.ContainsAny(arg, " \t"):
+		return nil, fmt.Errorf("placeholder {%s}: the name contains a space", p)
+	case kind == "field":
+		if err := checkPath(arg); err != nil {
+			return nil, fmt.Errorf("placeholder {%s}: %s", p, err)
+		}
+	}
+	return mk(arg), nil
+}
