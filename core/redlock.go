@@ -20,10 +20,13 @@ import (
 // attempt. Release, Extend, the watchdog, Done, fencing and wake-ups work as
 // with New; extensions also need the quorum.
 //
-// Nodes that are down only slow nothing down (their attempt fails at once or
-// is abandoned once the quorum is decided): with 5 nodes the lock keeps
-// working with 2 of them down. When so many are down that no quorum is
-// possible, Acquire fails with ErrStorage at once.
+// Nodes that are down slow little down: an attempt on them fails at once, or
+// is abandoned shortly after the quorum has answered (after as long again as
+// the quorum took, or a tenth of the I/O timeout if that is longer). With 5
+// nodes the lock keeps working with 2 of them down. When so many are down
+// that no quorum is possible, Acquire fails with ErrStorage at once. Release
+// waits for every node, up to the I/O timeout, so that no node keeps the
+// lock for its whole TTL.
 //
 // Redlock does not make a lock safe against a holder that pauses (a GC
 // pause, a stopped VM, a long network delay) past its validity: another
@@ -118,10 +121,15 @@ func tally(results []nodeResult) (ok, failed int, fence int64, errs error) {
 }
 
 // fanout runs op on every node in parallel and returns their answers. With
-// decide, the nodes still running are cancelled as soon as the outcome is
-// known (a quorum reached, or out of reach), and their answers are marked
-// late: a failure then is our cancellation, not the node's.
+// decide, the nodes still running once the outcome is known are cancelled:
+// at once when a quorum is out of reach; after a grace when it is reached,
+// so that nodes a little slower than the quorum still take the lock or its
+// renewal (a lock kept by the fastest quorum alone would be lost at the next
+// node failure), while a node that hangs does not hold every call up. Answers
+// after the outcome are marked late: a failure then is our cancellation, not
+// the node's.
 func (r redlockStore) fanout(ctx context.Context, decide bool, op func(context.Context, redisStore) nodeResult) []nodeResult {
+	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make([]nodeResult, len(r.nodes))
@@ -139,7 +147,13 @@ func (r redlockStore) fanout(ctx context.Context, decide bool, op func(context.C
 		if results[i].ok {
 			ok++
 		}
-		if decide && !decided && (ok >= r.quorum || ok+pending-1 < r.quorum) {
+		switch {
+		case !decide || decided:
+		case ok >= r.quorum:
+			decided = true
+			grace := time.AfterFunc(max(time.Since(start), r.ioTimeout/10), cancel)
+			defer grace.Stop()
+		case ok+pending-1 < r.quorum:
 			decided = true
 			cancel()
 		}

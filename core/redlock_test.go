@@ -178,8 +178,15 @@ func TestFaultRedlockWatchdogAndDone(t *testing.T) {
 	}
 	done := lease.Done()
 	time.Sleep(2 * ttl)
-	if n := holders(nodes, lease.Key(), lease.Token()); n != 5 {
-		t.Fatalf("after 2 TTLs the lock is on %d nodes, want all 5 renewed", n)
+	// Renewals give slower nodes a grace after the quorum answered, so the
+	// lock is normally on all 5; a quorum is what must hold.
+	if n := holders(nodes, lease.Key(), lease.Token()); n < 3 {
+		t.Fatalf("after 2 TTLs the lock is on %d nodes, want a quorum renewed", n)
+	}
+	select {
+	case <-done:
+		t.Fatal("the watchdog lost a Redlock lease with every node up")
+	default:
 	}
 	nodes[0].Stop()
 	nodes[1].Stop()
