@@ -45,9 +45,6 @@ const (
 	blackhole
 )
 
-// ErrProxyClosed is returned by the methods of a Proxy after Close.
-var ErrProxyClosed = errors.New("redistest: proxy closed")
-
 // StartProxy listens on a random loopback port and forwards every connection
 // to target. The caller must Close it.
 func StartProxy(target string) (*Proxy, error) {
