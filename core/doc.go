@@ -65,11 +65,49 @@
 // ContextWithRoute gives telemetry handlers a low-cardinality label
 // (Request.Route).
 //
+// # Under failure
+//
+// Each of these is off by default and turned on by an option:
+//
+//   - WithWatchdog renews a held lease every third of its TTL with a
+//     compare-and-extend script, so that a handler may outlive the TTL. If a
+//     renewal finds the lock gone, or Redis stays unreachable until only one
+//     renewal interval of validity is left, the lease is lost and Done closes
+//     while the lock is still the lease's in Redis: the adapters cancel the
+//     request before anyone else can take the name.
+//   - WithFencing gives each lease a fencing token (Lease.Fence), drawn by
+//     the acquire script from a counter kept next to the lock
+//     (Key(name)+":fence"): strictly increasing per name, across processes
+//     and client restarts. A store that rejects writes carrying a lower token
+//     than it has seen is safe from a holder that paused past its TTL, which
+//     no lock can prevent.
+//   - WithNotify makes Release publish on the name's channel
+//     (Key(name)+":released") and waiters wake on that message or at the end
+//     of their random sleep, whichever comes first. Each Locker has one
+//     subscription, started at the first wait; Close ends it.
+//
+// NewRedlock keeps locks on a majority of independent masters (Redlock), with
+// the same API and options.
+//
+// # Topologies
+//
+// New takes any go-redis client: a *redis.Client, a Sentinel failover client
+// (redis.NewFailoverClient) or a *redis.ClusterClient. A lock's key, its fence
+// counter and its release channel share one hash tag, hence one cluster slot,
+// so that every script touches a single slot. Release messages use plain
+// pub/sub, which Redis Cluster broadcasts to every node. After a storage
+// error a cluster client is asked to reload its slot map, so that the Locker
+// finds a promoted replica within a round of retries rather than at go-redis's
+// periodic reload.
+//
 // # Limits
 //
 // A Redis lock is a lease: it ends when its TTL runs out, whether or not the
 // holder is done. Choose a TTL above the longest critical section, raise it
-// per request with ContextWithTTL, and watch Lease.Done, which closes when the
-// TTL runs out without an Extend. With Redis replication, a failover can lose
-// a lock that was not yet replicated.
+// per request with ContextWithTTL, or turn the watchdog on; and watch
+// Lease.Done, which closes when the lease is released or lost. With Redis
+// replication, a failover can lose a lock (or the latest fencing tokens) that
+// was not yet replicated, and a restart without persistence loses them all.
+// A holder that pauses (a GC pause, a stopped VM) past its validity can still
+// act on a lease it no longer holds: use fencing where that matters.
 package core

@@ -79,3 +79,61 @@ func ExampleHandlerFuncs() {
 	// acquire invoice:9: attempts=1 err=<nil>
 	// release invoice:9: err=<nil>
 }
+
+// A downstream store accepts a write only with a fencing token at least as
+// high as the highest it has seen for the record, so that a holder whose
+// lock expired while it was paused cannot overwrite its successor's work. In
+// SQL the same check is
+//
+//	UPDATE invoices SET total = $1, fence = $2 WHERE id = $3 AND fence <= $2
+//
+// with the write refused when no row was updated.
+func ExampleLease_Fence() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client, core.WithFencing(), core.WithWait(time.Second))
+	store := redis.NewScript(`
+		if tonumber(ARGV[1]) < tonumber(redis.call("HGET", KEYS[1], "fence") or "0") then return 0 end
+		redis.call("HSET", KEYS[1], "fence", ARGV[1], "total", ARGV[2])
+		return 1`)
+	write := func(lease *core.Lease, total int) string {
+		if ok, _ := store.Run(context.Background(), client, []string{"invoice:9"}, lease.Fence(), total).Bool(); ok {
+			return "accepted"
+		}
+		return "rejected"
+	}
+	ctx := context.Background()
+
+	paused, _ := locker.Acquire(core.ContextWithTTL(ctx, 50*time.Millisecond), "invoice:9")
+	time.Sleep(100 * time.Millisecond) // a GC pause: the lock expires meanwhile
+	next, _ := locker.Acquire(ctx, "invoice:9")
+	defer next.Release(ctx)
+	fmt.Println("next holder:", write(next, 120))
+	fmt.Println("paused holder, awake again:", write(paused, 100))
+	// Output:
+	// next holder: accepted
+	// paused holder, awake again: rejected
+}
+
+// With the watchdog a handler may run longer than the TTL: the lease is
+// renewed while it is held, and Done closes only if it is lost.
+func ExampleWithWatchdog() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client, core.WithTTL(300*time.Millisecond), core.WithWatchdog())
+	ctx := context.Background()
+
+	lease, err := locker.Acquire(ctx, "report:2024")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lease.Release(ctx)
+	select {
+	case <-time.After(time.Second): // a slow handler: more than three TTLs
+		fmt.Println("still held:", client.Get(ctx, lease.Key()).Val() == lease.Token())
+	case <-lease.Done():
+		fmt.Println("lost")
+	}
+	// Output: still held: true
+}

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -17,8 +16,13 @@ import (
 //
 // The new lease keeps l's expiry while at least two thirds of req.TTL remain,
 // and costs no round trip then; otherwise Handoff resets the lock's lifetime
-// to req.TTL with one compare-and-extend. l is ended as by Release: its Done
-// closes and later calls of Release and Extend on it touch nothing in Redis.
+// to req.TTL with one compare-and-extend. With WithFencing it always makes
+// that round trip, whose script also draws the new lease's own, higher
+// fencing token: the holders that follow each other through Handoff are
+// fenced from each other like any two holders. With WithWatchdog the new
+// lease is renewed by a watchdog of its own. l is ended as by Release: its
+// Done closes, its watchdog stops, and later calls of Release and Extend on
+// it touch nothing in Redis.
 //
 // Handoff fails with an error wrapping ErrNotHeld when l no longer holds the
 // lock: released (its Redis release ran), lost, handed off already, or found
@@ -45,27 +49,34 @@ func (l *Lease) Handoff(ctx context.Context, req *Request) (*Lease, error) {
 	}
 	l.handedOff = true
 	l.released = true
-	l.closeDoneLocked()
+	l.closeDoneLocked() // also stops l's watchdog: the next lease runs its own
 	validUntil, heldTTL := l.validUntil, l.ttl
 	l.mu.Unlock()
+	l.stopWatchdog()
 
-	next := &Lease{
-		locker:     l.locker,
-		name:       req.Name,
-		key:        l.key,
-		token:      l.token,
-		fence:      l.fence,
-		ttl:        heldTTL,
-		validUntil: validUntil,
+	locker := l.locker
+	fencing := locker.cfg.fencing
+	if !fencing && time.Until(validUntil) >= ttl-ttl/3 {
+		return locker.newLease(req.Name, l.key, l.token, l.fence, heldTTL, validUntil), nil
 	}
-	if time.Until(validUntil) >= ttl-ttl/3 {
-		return next, nil
-	}
-	if err := next.Extend(ctx, ttl); err != nil {
-		if !errors.Is(err, ErrNotHeld) {
-			l.locker.undo(ctx, l.key, l.token)
+	ioCtx, cancel := context.WithTimeout(ctx, locker.cfg.ioTimeout)
+	sent := time.Now()
+	ok, fence, err := locker.store.extend(ioCtx, l.key, l.token, ttl, fencing)
+	cancel()
+	switch {
+	case err != nil:
+		// The hold may still be there: delete it rather than leave a lock
+		// without a holder until its TTL ends.
+		locker.undo(ctx, l.key, l.token)
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
 		}
-		return nil, err
+		return nil, locker.storageErr("handoff", req.Name, err)
+	case !ok:
+		return nil, fmt.Errorf("%w: handoff %q: the lock had expired", ErrNotHeld, req.Name)
 	}
-	return next, nil
+	if !fencing {
+		fence = l.fence
+	}
+	return locker.newLease(req.Name, l.key, l.token, fence, ttl, validity(sent, ttl)), nil
 }

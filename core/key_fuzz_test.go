@@ -41,7 +41,7 @@ func FuzzKey(f *testing.F) {
 			t.Fatalf("Key(%q) = %q: not prefixed or too long", a, ka)
 		}
 		tag := hashTag(ka)
-		if tag == ka || tag == "" || hashTag(ka+":fence") != tag {
+		if tag == ka || tag == "" || hashTag(ka+":fence") != tag || hashTag(ka+":released") != tag {
 			t.Fatalf("Key(%q) = %q: hash tag %q is not shared by companion keys", a, ka, tag)
 		}
 		if (a == b) != (ka == kb) {

@@ -36,18 +36,26 @@ type Lease struct {
 	doneClosed bool
 	expiry     *time.Timer // closes done when validUntil passes
 	values     map[any]any
+	watch      *watchdog // renews the hold (WithWatchdog); nil otherwise
 }
 
-// newLease builds the lease of a lock that the command sent at sent acquired.
-func newLease(l *Locker, req *Request, token string, sent time.Time) *Lease {
-	return &Lease{
+// newLease builds a lease that owns a hold of key with token in Redis, valid
+// until validUntil, and starts its watchdog (WithWatchdog). Every such lease
+// is made here: by Acquire, and by Handoff for the next holder.
+func (l *Locker) newLease(name, key, token string, fence int64, ttl time.Duration, validUntil time.Time) *Lease {
+	lease := &Lease{
 		locker:     l,
-		name:       req.Name,
-		key:        req.Key,
+		name:       name,
+		key:        key,
 		token:      token,
-		ttl:        req.TTL,
-		validUntil: validity(sent, req.TTL),
+		fence:      fence,
+		ttl:        ttl,
+		validUntil: validUntil,
 	}
+	if l.cfg.watchdog {
+		lease.startWatchdog()
+	}
+	return lease
 }
 
 // nested returns a lease for a reentrant Acquire of outer's name: it shares
@@ -98,8 +106,17 @@ func (l *Lease) Key() string { return l.key }
 // key still holds it.
 func (l *Lease) Token() string { return l.token }
 
-// Fence returns the lease's fencing token, strictly increasing per name, or 0
-// where fencing is off.
+// Fence returns the lease's fencing token (WithFencing), or 0 where fencing
+// is off. Tokens are strictly increasing per name: a lease acquired after
+// another one of the same name (or handed the hold by Handoff) has a higher
+// token, in any process (see WithFencing for what Redis restarts and
+// failovers do to the counter). A nested lease has its outermost lease's
+// token.
+//
+// Pass the token with every write made under the lease to a store that
+// keeps, per resource, the highest token it has accepted and rejects writes
+// with a lower one; a holder that lost its lock while paused is then refused
+// instead of overwriting its successor's work.
 func (l *Lease) Fence() int64 { return l.fence }
 
 // TTL returns the lifetime the lock was last given in Redis (at acquire or
@@ -126,6 +143,11 @@ func (l *Lease) ValidUntil() time.Time {
 // when Release is called, when Extend finds the lock gone, or when the TTL runs
 // out (ValidUntil passes) without an Extend, a little before Redis frees the
 // key. Adapters cancel the request's context when it closes.
+//
+// With WithWatchdog, Done closes when a renewal finds the lock gone, or when
+// Redis stayed unreachable until less than one renewal interval of validity
+// was left (about a third of the TTL before the lock can expire): time for
+// the request to notice and stop before anyone else can take the name.
 //
 // A nested lease (see Locker.Acquire) returns the channel of its outermost
 // lease, which owns the hold.
@@ -159,6 +181,7 @@ func (l *Lease) closeDoneLocked() {
 	if l.expiry != nil {
 		l.expiry.Stop()
 	}
+	l.watch.signal()
 	if l.done != nil && !l.doneClosed {
 		close(l.done)
 		l.doneClosed = true
@@ -197,6 +220,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return nil
 	}
 	l.releaseOnce.Do(func() {
+		l.stopWatchdog() // no renewal races the release
 		// Stays if a handler panics, so that later calls do not report success.
 		l.releaseErr = errReleasePanicked
 		defer func() {
@@ -231,6 +255,11 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		}
 		l = l.parent
 	}
+	return l.extend(ctx, ttl)
+}
+
+// extend is Extend on a lease that owns its hold, for a valid ttl.
+func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 	l.extendMu.Lock()
 	defer l.extendMu.Unlock()
 	l.mu.Lock()
@@ -242,7 +271,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	ioCtx, cancel := context.WithTimeout(ctx, l.locker.cfg.ioTimeout)
 	defer cancel()
 	sent := time.Now()
-	ok, err := l.locker.store.extend(ioCtx, l.key, l.token, ttl)
+	ok, _, err := l.locker.store.extend(ioCtx, l.key, l.token, ttl, false)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr

@@ -14,22 +14,37 @@ import (
 )
 
 // Locker acquires named locks in Redis. It is safe for concurrent use; build
-// one per process and share it.
+// one per process and share it. With WithNotify, Close it when done.
 type Locker struct {
 	cfg     config
 	err     error
 	store   store
-	acquire AcquireFunc // the handler chain around spin
-	release ReleaseFunc // the handler chain around unlock
+	notify  *notifier             // WithNotify; nil otherwise
+	reload  func(context.Context) // a cluster client's ReloadState; nil otherwise
+	acquire AcquireFunc           // the handler chain around spin
+	release ReleaseFunc           // the handler chain around unlock
 }
 
 // New returns a Locker that keeps its locks in the Redis deployment behind
-// client: a *redis.Client, a Sentinel failover client or a *redis.ClusterClient.
+// client: a *redis.Client, a Sentinel failover client
+// (redis.NewFailoverClient) or a *redis.ClusterClient. A lock's key and its
+// companion keys (fence counter, release channel) share one hash tag, hence
+// one cluster slot.
 //
 // New does no I/O and never panics. Invalid options (a negative wait, a TTL
 // under 1 ms, a nil client...) are reported by Err and by every Acquire, as
 // errors wrapping ErrInvalidOption; check Err once at start-up.
 func New(client redis.UniversalClient, opts ...Option) *Locker {
+	var err error
+	if client == nil || isNilPointer(client) {
+		err = fmt.Errorf("%w: New: the Redis client is nil", ErrInvalidOption)
+	}
+	return newLocker([]redis.UniversalClient{client}, err, opts)
+}
+
+// newLocker builds a Locker on one deployment (New) or on several
+// independent ones (NewRedlock); err reports bad clients.
+func newLocker(clients []redis.UniversalClient, err error, opts []Option) *Locker {
 	cfg := defaultConfig()
 	for i, opt := range opts {
 		if opt == nil {
@@ -38,11 +53,19 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		}
 		opt(&cfg)
 	}
-	err := cfg.validate()
-	if client == nil || isNilPointer(client) {
-		err = errors.Join(fmt.Errorf("%w: New: the Redis client is nil", ErrInvalidOption), err)
+	err = errors.Join(err, cfg.validate())
+	l := &Locker{cfg: cfg, err: err}
+	if len(clients) == 1 {
+		l.store = newRedisStore(clients[0], &l.cfg)
+		if c, ok := clients[0].(interface{ ReloadState(context.Context) }); ok && err == nil {
+			l.reload = c.ReloadState
+		}
+	} else {
+		l.store = newRedlockStore(clients, &l.cfg)
 	}
-	l := &Locker{cfg: cfg, err: err, store: newRedisStore(client)}
+	if cfg.notify && err == nil {
+		l.notify = newNotifier(clients, cfg.ioTimeout)
+	}
 	l.acquire, l.release = chain(cfg.handlers, l.spin, l.unlock)
 	return l
 }
@@ -135,10 +158,12 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 	req.TTL = ttl
 	token := rand.Text() // 128 bits or more from crypto/rand
 	var timer *time.Timer
+	var wake *waiter // WithNotify: the release messages of req.Key
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
+		l.notify.leave(wake)
 	}()
 	for {
 		if err := ctx.Err(); err != nil {
@@ -147,7 +172,7 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 		req.Attempts++
 		sent := time.Now()
 		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-		ok, err := l.store.tryAcquire(ioCtx, req.Key, token, req.TTL)
+		ok, fence, err := l.store.tryAcquire(ioCtx, req.Key, token, req.TTL)
 		cancel()
 		if err != nil {
 			cerr := ctx.Err()
@@ -165,7 +190,7 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 			return nil, l.storageErr("acquire", req.Name, err)
 		}
 		if ok {
-			return newLease(l, req, token, sent), nil
+			return l.newLease(req.Name, req.Key, token, fence, req.TTL, validity(sent, req.TTL)), nil
 		}
 		left := time.Until(req.Deadline)
 		if left <= 0 {
@@ -174,6 +199,7 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 		sleep := min(l.sleep(), left)
 		if timer == nil {
 			timer = time.NewTimer(sleep)
+			wake = l.notify.join(req.Key) // from the first failed attempt on
 		} else {
 			timer.Reset(sleep)
 		}
@@ -181,6 +207,8 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-timer.C:
+		case <-wake.C():
+			timer.Stop() // no stale tick after Stop since Go 1.23
 		}
 	}
 }
@@ -227,8 +255,19 @@ func (l *Locker) unlock(ctx context.Context, lease *Lease) error {
 // fired inside the client is our I/O timeout, not the caller's: it is
 // reported as such and not wrapped, so that errors.Is(err,
 // context.DeadlineExceeded) stays false for storage errors.
+//
+// With a cluster client, a storage error also asks the client to reload the
+// cluster's topology in the background (go-redis deduplicates the reloads):
+// after a failover the dead master answers no MOVED, and go-redis would
+// otherwise keep sending to it until its periodic reload, a minute later.
 func (l *Locker) storageErr(op, name string, err error) error {
+	if l.reload != nil {
+		l.reload(context.Background())
+	}
+	var q *quorumError
 	switch {
+	case errors.As(err, &q):
+		return fmt.Errorf("%w: %s %q: %w", ErrStorage, op, name, err)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %s %q: no reply within the I/O timeout of %v", ErrStorage, op, name, l.cfg.ioTimeout)
 	case errors.Is(err, os.ErrDeadlineExceeded):

@@ -540,6 +540,7 @@ func TestOptionValidation(t *testing.T) {
 		{core.WithIOTimeout(0), "WithIOTimeout"},
 		{core.WithPrefix("a{b"), "WithPrefix"},
 		{core.WithHandlers(nil), "WithHandlers"},
+		{core.WithWatchdogInterval(0), "WithWatchdogInterval"},
 		{nil, "option 0 is nil"},
 	} {
 		l := core.New(c, tc.opt)

@@ -31,6 +31,11 @@ type config struct {
 	prefix     string
 	handlers   []Handler
 	errs       []error
+
+	watchdog         bool
+	watchdogInterval time.Duration // 0: a third of each lease's TTL
+	fencing          bool
+	notify           bool
 }
 
 func defaultConfig() config {
@@ -97,6 +102,76 @@ func WithHandlers(handlers ...Handler) Option {
 			c.handlers = append(c.handlers, h)
 		}
 	}
+}
+
+// WithWatchdog makes every lease renew itself while it is held: every third
+// of its TTL (or WithWatchdogInterval) a compare-and-extend script resets the
+// lock's lifetime to the lease's TTL, until Release. If a renewal finds the
+// lock gone, or Redis cannot be reached for long enough that less than one
+// renewal interval of validity is left, the lease is lost: Lease.Done closes,
+// so that the request working under it is cancelled before the lock can
+// expire and pass to someone else. A lease whose holder process freezes
+// (a GC pause, a stopped VM) is not renewed either: pair the watchdog with
+// WithFencing where a stale holder must never write.
+//
+// Each held lease has a goroutine renewing it until Release (or until it is
+// lost or handed off): a lease that is never released is renewed forever,
+// so release every lease, typically with defer.
+func WithWatchdog() Option {
+	return func(c *config) { c.watchdog = true }
+}
+
+// WithWatchdogInterval turns the watchdog on (see WithWatchdog) and renews
+// every d instead of every third of the TTL. A lease whose TTL is less than
+// 2×d (a per-request TTL, say) is renewed every third of its TTL. d must be
+// positive.
+func WithWatchdogInterval(d time.Duration) Option {
+	return func(c *config) {
+		c.watchdog = true
+		c.watchdogInterval = d
+		if d <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithWatchdogInterval(%v): the interval must be positive", ErrInvalidOption, d))
+		}
+	}
+}
+
+// WithFencing gives every lease a fencing token (Lease.Fence): the acquire
+// script also increments a counter kept next to the lock, in the key
+// Key(name)+":fence" (same cluster slot), so that tokens are strictly
+// increasing per name across processes and client restarts. A store that
+// remembers the highest token it has seen for a resource and rejects writes
+// carrying a lower one cannot be corrupted by a holder that lost its lock
+// while paused. The counter never expires (deleting it would restart the
+// sequence). It survives Redis restarts only with persistence, and a failover
+// may lose its latest increments if they were not replicated yet: the next
+// holders then draw tokens that were handed out already. Where that must not
+// happen, make writes wait for a replica (min-replicas-to-write, WAIT).
+//
+// Fencing replaces the native SET ... NX GET by a script, which costs Redis
+// a little more CPU per attempt; round trips are unchanged.
+func WithFencing() Option {
+	return func(c *config) { c.fencing = true }
+}
+
+// WithNotify makes Release publish on the name's channel
+// (Key(name)+":released", inside the release script, so at no extra round
+// trip) and makes waiting Acquires wake on that message or at the end of
+// their random sleep, whichever comes first: a release is then seen in about
+// one round trip instead of half a sleep. The sleep stays the fallback for a
+// lost message and for locks that end by expiry, which publish nothing.
+//
+// It is the releasing Locker that publishes: give WithNotify to every Locker
+// that locks the same names. The Locker subscribes once per Redis deployment
+// (one connection, started at the first wait): SUBSCRIBE for the names that
+// have waiters, UNSUBSCRIBE when the last one leaves. Close the Locker to end
+// the subscription.
+//
+// It is plain pub/sub, also on Redis Cluster, where each PUBLISH is broadcast
+// to every node over the cluster bus; sharded pub/sub would need one
+// connection per shard and a resubscription at every slot move, for a gain
+// that matters only on clusters with many nodes.
+func WithNotify() Option {
+	return func(c *config) { c.notify = true }
 }
 
 // validate reports every problem of c at once, each wrapping ErrInvalidOption,

@@ -12,14 +12,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// This file is the Redis backend: the three commands a lock needs. Each is
-// one round trip (scripts run by EVALSHA, falling back to EVAL once per
-// server when the script is not cached yet).
+// This file is the Redis backend on one deployment. Each command is one round
+// trip (scripts run by EVALSHA, falling back to EVAL once per server when the
+// script is not cached yet).
 
 var (
 	//go:embed acquire.lua
 	acquireLua    string
 	acquireScript = redis.NewScript(acquireLua)
+
+	//go:embed acquire_fenced.lua
+	acquireFencedLua    string
+	acquireFencedScript = redis.NewScript(acquireFencedLua)
 
 	//go:embed release.lua
 	releaseLua    string
@@ -28,14 +32,27 @@ var (
 	//go:embed extend.lua
 	extendLua    string
 	extendScript = redis.NewScript(extendLua)
+
+	//go:embed extend_fenced.lua
+	extendFencedLua    string
+	extendFencedScript = redis.NewScript(extendFencedLua)
+
+	//go:embed fence_floor.lua
+	fenceFloorLua    string
+	fenceFloorScript = redis.NewScript(fenceFloorLua)
 )
 
-// store is what the lock loop needs from a backend. The methods report
-// whether the key is (still) ours; err is a raw client error.
+// store is what the lock loop needs from a backend: one deployment
+// (redisStore) or several independent ones (redlockStore). The methods report
+// whether the key is (still) ours; err is a raw client error, or a
+// *quorumError from Redlock. fence is the fencing token where the call draws
+// one (0 otherwise).
 type store interface {
-	tryAcquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
+	tryAcquire(ctx context.Context, key, token string, ttl time.Duration) (ok bool, fence int64, err error)
 	release(ctx context.Context, key, token string) (bool, error)
-	extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
+	// extend resets the TTL of a key that still holds token; with newFence
+	// (and fencing on) it also draws a new fencing token.
+	extend(ctx context.Context, key, token string, ttl time.Duration, newFence bool) (ok bool, fence int64, err error)
 }
 
 // redisStore is the backend on one Redis deployment: a standalone server, a
@@ -45,11 +62,18 @@ type redisStore struct {
 	// noSetGet is set once the server rejected SET ... NX GET (servers before
 	// Redis 7.0); acquires then run acquire.lua instead.
 	noSetGet *atomic.Bool
+	fencing  bool // WithFencing
+	notify   bool // WithNotify
 }
 
-func newRedisStore(client redis.UniversalClient) redisStore {
-	return redisStore{client: client, noSetGet: new(atomic.Bool)}
+func newRedisStore(client redis.UniversalClient, cfg *config) redisStore {
+	return redisStore{client: client, noSetGet: new(atomic.Bool), fencing: cfg.fencing, notify: cfg.notify}
 }
+
+// Companion keys of a lock key: appended to it, so that they share its hash
+// tag and its cluster slot.
+func fenceKey(key string) string  { return key + ":fence" }
+func channelOf(key string) string { return key + ":released" }
 
 // tryAcquire is the seed's addIfAbsent: SET key token NX PX ttl GET, one
 // native command. GET returns the value the key already had: none means the
@@ -60,22 +84,27 @@ func newRedisStore(client redis.UniversalClient) redisStore {
 // A native command costs Redis, the resource every instance shares, a fifth
 // of the CPU of a script doing the same (about 2 µs against 9 µs per call on
 // Redis 7). Servers before Redis 7.0 reject NX with GET; for them the same
-// logic runs as acquire.lua.
-func (s redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+// logic runs as acquire.lua. With fencing, acquire_fenced.lua does the same
+// and increments the fence counter.
+func (s redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
+	if s.fencing {
+		fence, err := acquireFencedScript.Run(ctx, s.client, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
+		return err == nil && fence > 0, fence, err
+	}
 	if !s.noSetGet.Load() {
 		old, err := s.client.SetArgs(ctx, key, token, redis.SetArgs{Mode: "NX", TTL: ttl, Get: true}).Result()
 		switch {
 		case err == redis.Nil:
-			return true, nil
+			return true, 0, nil
 		case err == nil:
-			return old == token, nil
+			return old == token, 0, nil
 		case !isSyntaxError(err):
-			return false, err
+			return false, 0, err
 		}
 		s.noSetGet.Store(true)
 	}
 	n, err := acquireScript.Run(ctx, s.client, []string{key}, token, ttl.Milliseconds()).Int64()
-	return n == 1, err
+	return n == 1, 0, err
 }
 
 // isSyntaxError reports the server's rejection of a command's options.
@@ -84,15 +113,32 @@ func isSyntaxError(err error) bool {
 	return errors.As(err, &reply) && strings.Contains(strings.ToLower(reply.Error()), "syntax error")
 }
 
-// release is the seed's compareAndDelete.
+// release is the seed's compareAndDelete; with notify it also publishes on
+// the name's channel, in the same script.
 func (s redisStore) release(ctx context.Context, key, token string) (bool, error) {
-	n, err := releaseScript.Run(ctx, s.client, []string{key}, token).Int64()
+	args := []any{token}
+	if s.notify {
+		args = append(args, channelOf(key))
+	}
+	n, err := releaseScript.Run(ctx, s.client, []string{key}, args...).Int64()
 	return n == 1, err
 }
 
-// extend resets the TTL of a key that still holds token.
-func (s redisStore) extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+// extend resets the TTL of a key that still holds token, and draws a new
+// fencing token when asked to and fencing is on.
+func (s redisStore) extend(ctx context.Context, key, token string, ttl time.Duration, newFence bool) (bool, int64, error) {
+	if newFence && s.fencing {
+		fence, err := extendFencedScript.Run(ctx, s.client, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
+		return err == nil && fence > 0, fence, err
+	}
 	n, err := extendScript.Run(ctx, s.client, []string{key}, token, ttl.Milliseconds()).Int64()
+	return n == 1, 0, err
+}
+
+// raiseFence sets the fence counter to at least fence if the key still holds
+// token (Redlock's second phase, see fence_floor.lua).
+func (s redisStore) raiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
+	n, err := fenceFloorScript.Run(ctx, s.client, []string{key, fenceKey(key)}, token, fence).Int64()
 	return n == 1, err
 }
 
@@ -101,7 +147,8 @@ func (s redisStore) extend(ctx context.Context, key, token string, ttl time.Dura
 // acquire that fails this way is undone with a compare-and-delete, so that a
 // SET whose reply was lost does not keep the name locked for a whole TTL.
 func mayHaveApplied(err error) bool {
-	if errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) {
+	var q *quorumError // Redlock cleaned up after itself already
+	if errors.As(err, &q) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) {
 		return false
 	}
 	var reply redis.Error // the server answered with an error: the command did not run

@@ -71,36 +71,72 @@ func TestIsSyntaxError(t *testing.T) {
 }
 
 // TestTryAcquireIsRetrySafe runs the backend on a real server, with SET ...
-// NX GET and with the script used for servers before Redis 7.0: the same
-// token twice (a retried transmission) is ours, another token is not.
+// NX GET, with the script used for servers before Redis 7.0 and with the
+// fenced script: the same token twice (a retried transmission) is ours, with
+// the same fencing token, another token is not.
 func TestTryAcquireIsRetrySafe(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	ctx := context.Background()
-	for _, legacy := range []bool{false, true} {
-		s := newRedisStore(client)
-		s.noSetGet.Store(legacy)
-		key := fmt.Sprintf("k:%v", legacy)
+	for _, mode := range []string{"native", "legacy", "fenced"} {
+		s := newRedisStore(client, &config{fencing: mode == "fenced"})
+		s.noSetGet.Store(mode == "legacy")
+		key := "k:" + mode
+		var first int64
 		for i, tc := range []struct {
 			token string
 			want  bool
 		}{{"t1", true}, {"t1", true}, {"t2", false}} {
-			got, err := s.tryAcquire(ctx, key, tc.token, 5*time.Second)
+			got, fence, err := s.tryAcquire(ctx, key, tc.token, 5*time.Second)
 			if err != nil || got != tc.want {
-				t.Fatalf("legacy=%v step %d: tryAcquire(%s) = %v, %v; want %v", legacy, i, tc.token, got, err, tc.want)
+				t.Fatalf("%s step %d: tryAcquire(%s) = %v, %v; want %v", mode, i, tc.token, got, err, tc.want)
+			}
+			switch {
+			case mode != "fenced" && fence != 0:
+				t.Fatalf("%s: fence %d without fencing", mode, fence)
+			case mode == "fenced" && i == 0:
+				first = fence
+			case mode == "fenced" && got && fence != first:
+				t.Fatalf("a retried fenced acquire got fence %d, the first transmission %d", fence, first)
 			}
 		}
+		if mode == "fenced" && first != 1 {
+			t.Fatalf("the first fence of a name is %d, want 1", first)
+		}
 		if d := client.PTTL(ctx, key).Val(); d <= 4*time.Second || d > 5*time.Second {
-			t.Fatalf("legacy=%v: PTTL = %v, want just under 5s", legacy, d)
+			t.Fatalf("%s: PTTL = %v, want just under 5s", mode, d)
 		}
 		if ok, err := s.release(ctx, key, "t2"); ok || err != nil {
-			t.Fatalf("legacy=%v: release with a foreign token = %v, %v", legacy, ok, err)
+			t.Fatalf("%s: release with a foreign token = %v, %v", mode, ok, err)
 		}
 		if ok, err := s.release(ctx, key, "t1"); !ok || err != nil {
-			t.Fatalf("legacy=%v: release = %v, %v", legacy, ok, err)
+			t.Fatalf("%s: release = %v, %v", mode, ok, err)
 		}
-		if ok, err := s.extend(ctx, key, "t1", time.Second); ok || err != nil {
-			t.Fatalf("legacy=%v: extend after release = %v, %v", legacy, ok, err)
+		if ok, _, err := s.extend(ctx, key, "t1", time.Second, true); ok || err != nil {
+			t.Fatalf("%s: extend after release = %v, %v", mode, ok, err)
+		}
+		if mode == "fenced" {
+			if ok, fence, err := s.tryAcquire(ctx, key, "t3", time.Second); !ok || err != nil || fence != 2 {
+				t.Fatalf("the next holder got %v, fence %d, %v; want fence 2", ok, fence, err)
+			}
+			if ok, fence, err := s.extend(ctx, key, "t3", time.Second, true); !ok || err != nil || fence != 3 {
+				t.Fatalf("a fenced extend got %v, fence %d, %v; want fence 3", ok, fence, err)
+			}
+			if ok, fence, err := s.extend(ctx, key, "t3", time.Second, false); !ok || err != nil || fence != 0 {
+				t.Fatalf("a plain extend got %v, fence %d, %v; want no new fence", ok, fence, err)
+			}
+			if ok, err := s.raiseFence(ctx, key, "t3", 10); !ok || err != nil || client.Get(ctx, fenceKey(key)).Val() != "10" {
+				t.Fatalf("raiseFence to 10: %v, %v, counter %s", ok, err, client.Get(ctx, fenceKey(key)).Val())
+			}
+			if ok, err := s.raiseFence(ctx, key, "t3", 4); !ok || err != nil || client.Get(ctx, fenceKey(key)).Val() != "10" {
+				t.Fatalf("raiseFence to a lower 4 lowered the counter: %v, %v", ok, err)
+			}
+			if ok, err := s.raiseFence(ctx, key, "t2", 20); ok || err != nil || client.Get(ctx, fenceKey(key)).Val() != "10" {
+				t.Fatalf("raiseFence for a token that does not hold the lock: %v, %v", ok, err)
+			}
+			if ttl := client.TTL(ctx, fenceKey(key)).Val(); ttl != -1 {
+				t.Fatalf("the fence counter expires (TTL %v); it must outlive every lock", ttl)
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/reflection"
@@ -22,7 +23,9 @@ func grpcServer(s *store, locker *core.Locker, opts ...grpclock.Option) (*grpc.S
 	if err != nil {
 		return nil, err
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(grpclock.UnaryServerInterceptor(locker, key, opts...)))
+	srv := grpc.NewServer(
+		grpc.StatsHandler(otelgrpc.NewServerHandler()), // request spans, parents of the lock spans
+		grpc.ChainUnaryInterceptor(grpclock.UnaryServerInterceptor(locker, key, opts...)))
 	ordersv1.RegisterOrdersServer(srv, &ordersService{store: s})
 	reflection.Register(srv)
 	return srv, nil

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/ginlock"
@@ -19,7 +20,7 @@ func httpHandler(s *store, locker *core.Locker, opts ...ginlock.Option) (http.Ha
 	}
 	lock := ginlock.New(locker, key, opts...)
 	r := gin.New()
-	r.Use(gin.Recovery())
+	r.Use(gin.Recovery(), otelgin.Middleware("orders")) // request spans, parents of the lock spans
 	r.GET("/orders/:id", func(c *gin.Context) {
 		if o, ok := s.get(c.Param("id")); ok {
 			c.JSON(http.StatusOK, o)

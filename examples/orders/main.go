@@ -4,12 +4,17 @@
 //
 //	go run ./examples/orders            # serve on :8080 (HTTP) and :9090 (gRPC)
 //	go run ./examples/orders -demo      # fire concurrent duplicates at itself, print a table, exit
+//	go run ./examples/orders -demo -telemetry=stdout   # ... and print its traces and metrics as JSON
+//
+// Traces and metrics go to an OpenTelemetry collector over OTLP when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set (see -telemetry).
 //
 // It uses an embedded Redis (miniredis) unless REDIS_ADDR names a real one.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -29,7 +34,12 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, os.Stdout); err != nil {
+	shutdown, err := setupTelemetry(ctx, *telemetryFlag, os.Stdout)
+	if err == nil {
+		err = run(ctx, cfg, os.Stdout)
+		err = errors.Join(err, shutdown(context.Background())) // flushes the last spans and metrics
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "orders:", err)
 		os.Exit(1)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/reqlock/reqlock/core"
+	lockotel "github.com/reqlock/reqlock/otel"
 )
 
 // Config is the service's configuration, from flags and the environment.
@@ -101,7 +102,7 @@ func start(cfg Config) (a *app, err error) {
 	}
 	a.waits = &waits{}
 	locker := core.New(client, core.WithTTL(10*time.Second), core.WithWait(cfg.Wait),
-		core.WithSpin(2*time.Millisecond, 3*time.Millisecond), core.WithHandlers(a.waits))
+		core.WithSpin(2*time.Millisecond, 3*time.Millisecond), core.WithHandlers(lockotel.New(), a.waits)) // lockotel first: it sees the whole wait
 	if err := locker.Err(); err != nil {
 		return nil, err
 	}

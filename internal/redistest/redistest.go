@@ -2,6 +2,15 @@
 // a random free port, no persistence, a private temporary directory, stopped
 // and removed when the test ends.
 //
+// Beyond a single server (Start) it builds the deployments the lock engine
+// runs on: a Redis Cluster with optional replicas (StartCluster), N
+// independent nodes for Redlock (StartNodes) and a Sentinel-managed master
+// with a replica (StartSentinel), each with the faults a test needs (a
+// master killed and failed over, a slot migrated). Proxy is a TCP proxy that
+// adds latency, cuts connections or swallows traffic on demand; it works
+// outside tests too (benchmarks use it for a simulated round trip). Overlap
+// detects broken mutual exclusion.
+//
 // Tests never use an in-process fake of Redis for the lock engine: the
 // commands, scripts, expiries and failures they observe are the server's own.
 // When redis-server is not installed the test fails with a message that says
@@ -32,6 +41,8 @@ var ErrNotInstalled = errors.New("redistest: redis-server not found in PATH; ins
 type Server struct {
 	port int
 	dir  string
+	pre  []string // arguments before the options: a config file, "--sentinel"
+	args []string // extra options, kept for Restart
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -55,6 +66,13 @@ func Start(tb testing.TB, args ...string) *Server {
 // command line, e.g. "--maxmemory", "10mb"). The caller must Close it. Use it
 // from TestMain, where there is no testing.TB; tests use Start.
 func Launch(args ...string) (*Server, error) {
+	return launch(nil, args)
+}
+
+// launch starts a server whose directory is prepared by setup, if not nil,
+// before the first start; setup returns the arguments that go before the
+// options (a config file, "--sentinel").
+func launch(setup func(dir string, port int) ([]string, error), args []string) (*Server, error) {
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, ErrNotInstalled
@@ -63,14 +81,19 @@ func Launch(args ...string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	s := &Server{dir: dir}
+	s := &Server{dir: dir, args: args}
 	// A free port can be taken by someone else between our probe and the
 	// server's bind: try a few.
 	for try := 0; try < 5; try++ {
 		if s.port, err = freePort(); err != nil {
 			break
 		}
-		if err = s.run(path, args); err == nil {
+		if setup != nil {
+			if s.pre, err = setup(dir, s.port); err != nil {
+				break
+			}
+		}
+		if err = s.run(path); err == nil {
 			return s, nil
 		}
 	}
@@ -88,8 +111,9 @@ func freePort() (int, error) {
 }
 
 // run starts the process on s.port and waits until it answers PING.
-func (s *Server) run(path string, extra []string) error {
-	args := []string{
+func (s *Server) run(path string) error {
+	args := append([]string(nil), s.pre...)
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -97,8 +121,8 @@ func (s *Server) run(path string, extra []string) error {
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--logfile", "",
-	}
-	args = append(args, extra...)
+	)
+	args = append(args, s.args...)
 	cmd := exec.Command(path, args...)
 	cmd.SysProcAttr = procAttr()
 	log := new(bytes.Buffer)
@@ -186,19 +210,39 @@ func (s *Server) Stop() {
 	s.kill()
 }
 
-// Restart starts the server again on the same port (with an empty dataset, as
-// there is no persistence). It fails the test if the server does not come up.
+// Restart starts the server again on the same port and with the same
+// options (with an empty dataset, as there is no persistence; a cluster node
+// keeps its identity, which lives in its directory). It fails the test if the
+// server does not come up.
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
-	s.kill()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		tb.Fatal(ErrNotInstalled)
-	}
-	if err := s.run(path, nil); err != nil {
+	if err := s.Relaunch(); err != nil {
 		tb.Fatal(err)
 	}
 }
+
+// Relaunch is Restart without a testing.TB.
+func (s *Server) Relaunch() error {
+	s.kill()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return ErrNotInstalled
+	}
+	return s.run(path)
+}
+
+// Running reports whether the server's process is up (not stopped).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+// Port returns the server's TCP port.
+func (s *Server) Port() int { return s.port }
+
+// Dir returns the server's private directory.
+func (s *Server) Dir() string { return s.dir }
 
 func (s *Server) kill() {
 	s.mu.Lock()

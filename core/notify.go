@@ -1,0 +1,217 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// notifier is a Locker's shared subscription to release messages
+// (WithNotify): one pub/sub connection per Redis deployment, subscribed to
+// the channels of the names that have waiters in this process. Waiters only
+// touch a map; the subscribing and the reading run on the notifier's own
+// goroutines, so that a waiter never blocks on pub/sub I/O.
+type notifier struct {
+	clients   []redis.UniversalClient
+	ioTimeout time.Duration
+
+	mu      sync.Mutex
+	waiters map[string]map[*waiter]struct{} // channel → its waiters
+	started bool
+	closed  bool
+	subs    []*redis.PubSub
+	kick    chan struct{} // capacity 1: the set of channels changed
+	quit    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// waiter is one waiting Acquire: c receives a signal when the lock it waits
+// for may have been released.
+type waiter struct {
+	channel string
+	c       chan struct{}
+}
+
+// C returns the waiter's signal channel; a nil waiter's never fires.
+func (w *waiter) C() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.c
+}
+
+func newNotifier(clients []redis.UniversalClient, ioTimeout time.Duration) *notifier {
+	return &notifier{
+		clients:   clients,
+		ioTimeout: ioTimeout,
+		waiters:   make(map[string]map[*waiter]struct{}),
+		kick:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+	}
+}
+
+// join registers a waiter for the release messages of key, starting the
+// subscription at the first call. It returns nil when notifications are off
+// or the Locker is closed; the caller then relies on its sleep alone.
+func (n *notifier) join(key string) *waiter {
+	if n == nil {
+		return nil
+	}
+	w := &waiter{channel: channelOf(key), c: make(chan struct{}, 1)}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil
+	}
+	if !n.started {
+		n.start()
+	}
+	set := n.waiters[w.channel]
+	if set == nil {
+		set = make(map[*waiter]struct{})
+		n.waiters[w.channel] = set
+		n.changed()
+	}
+	set[w] = struct{}{}
+	return w
+}
+
+// leave unregisters w; nil-safe.
+func (n *notifier) leave(w *waiter) {
+	if n == nil || w == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	set := n.waiters[w.channel]
+	delete(set, w)
+	if len(set) == 0 && set != nil {
+		delete(n.waiters, w.channel)
+		n.changed()
+	}
+}
+
+// changed wakes the subscriber; n.mu is held.
+func (n *notifier) changed() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// start opens one pub/sub per deployment and its goroutines; n.mu is held.
+func (n *notifier) start() {
+	n.started = true
+	for _, c := range n.clients {
+		n.subs = append(n.subs, c.Subscribe(context.Background()))
+	}
+	n.wg.Add(1 + len(n.subs))
+	go n.subscriber()
+	for _, ps := range n.subs {
+		go n.reader(ps)
+	}
+}
+
+// subscriber keeps the subscriptions equal to the set of channels that have
+// waiters. A failed SUBSCRIBE is not retried here: go-redis remembers the
+// channel and subscribes it again when it reconnects.
+func (n *notifier) subscriber() {
+	defer n.wg.Done()
+	subscribed := map[string]bool{}
+	for {
+		select {
+		case <-n.quit:
+			return
+		case <-n.kick:
+		}
+		var add, drop []string
+		n.mu.Lock()
+		for ch := range n.waiters {
+			if !subscribed[ch] {
+				add = append(add, ch)
+				subscribed[ch] = true
+			}
+		}
+		for ch := range subscribed {
+			if _, ok := n.waiters[ch]; !ok {
+				drop = append(drop, ch)
+				delete(subscribed, ch)
+			}
+		}
+		n.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), n.ioTimeout)
+		for _, ps := range n.subs {
+			if len(add) > 0 {
+				_ = ps.Subscribe(ctx, add...)
+			}
+			if len(drop) > 0 {
+				_ = ps.Unsubscribe(ctx, drop...)
+			}
+		}
+		cancel()
+	}
+}
+
+// reader delivers the messages of one subscription to the waiters of their
+// channel. While Redis is unreachable it retries with a growing pause; the
+// client resubscribes by itself once it reconnects.
+func (n *notifier) reader(ps *redis.PubSub) {
+	defer n.wg.Done()
+	pause := 10 * time.Millisecond
+	for {
+		msg, err := ps.Receive(context.Background())
+		if err != nil {
+			select {
+			case <-n.quit:
+				return
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, time.Second)
+			continue
+		}
+		pause = 10 * time.Millisecond
+		m, ok := msg.(*redis.Message)
+		if !ok {
+			continue // subscription confirmations, pongs
+		}
+		n.mu.Lock()
+		for w := range n.waiters[m.Channel] {
+			select {
+			case w.c <- struct{}{}:
+			default: // already signalled
+			}
+		}
+		n.mu.Unlock()
+	}
+}
+
+// close ends the subscription and waits for its goroutines.
+func (n *notifier) close() {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.closed = true
+	close(n.quit)
+	subs := n.subs
+	n.mu.Unlock()
+	for _, ps := range subs {
+		_ = ps.Close()
+	}
+	n.wg.Wait()
+}
+
+// Close ends what the Locker runs in the background: the shared subscription
+// of WithNotify and its goroutines. It neither releases nor ends leases;
+// Acquires after Close still work, waiting on their random sleep alone.
+// Close is idempotent and returns nil; without WithNotify it does nothing.
+func (l *Locker) Close() error {
+	l.notify.close()
+	return nil
+}

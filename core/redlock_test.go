@@ -1,0 +1,262 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+// redlockEnv is a Redlock Locker on its own clients of the nodes.
+func redlockEnv(t *testing.T, nodes redistest.Nodes, opts ...core.Option) *core.Locker {
+	t.Helper()
+	l := core.NewRedlock(nodes.Clients(t), opts...)
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// valueOn returns the value of key on node s ("" when absent or down).
+func valueOn(s *redistest.Server, key string) string {
+	c := redis.NewClient(s.Options())
+	defer c.Close()
+	return c.Get(context.Background(), key).Val()
+}
+
+// holders counts the running nodes whose key holds token.
+func holders(nodes redistest.Nodes, key, token string) int {
+	n := 0
+	for _, s := range nodes {
+		if s.Running() && valueOn(s, key) == token {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRedlockMutualExclusion(t *testing.T) {
+	leakCheck(t)
+	nodes := redistest.StartNodes(t, 5)
+	name := uniq(t)
+	opts := []core.Option{core.WithWait(20 * time.Second), core.WithSpin(time.Millisecond, 3*time.Millisecond), core.WithFencing(), core.WithNotify()}
+	var o redistest.Overlap
+	var mu sync.Mutex
+	var fences []int64
+	ls := []*core.Locker{redlockEnv(t, nodes, opts...), redlockEnv(t, nodes, opts...), redlockEnv(t, nodes, opts...)}
+	contend(t, ls, 3, 8, name, func(lease *core.Lease) {
+		exit := o.Enter()
+		mu.Lock()
+		fences = append(fences, lease.Fence()) // in lock order: appended inside the section
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		exit()
+		if err := lease.Release(context.Background()); err != nil {
+			t.Errorf("release: %v", err)
+		}
+	})
+	t.Logf("redlock on 5 nodes: %d sections by 9 holders, %d overlaps", o.Entries(), o.Overlaps())
+	if o.Overlaps() != 0 || o.Entries() != 72 {
+		t.Fatalf("%d overlaps in %d of 72 sections", o.Overlaps(), o.Entries())
+	}
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("fence %d followed %d: not strictly increasing", fences[i], fences[i-1])
+		}
+	}
+}
+
+// TestFaultRedlockNodesDown stops nodes one by one: with 2 of 5 down the
+// lock works; with 3 down Acquire fails at once with ErrStorage and leaves no
+// key behind; once the nodes are back it works again.
+func TestFaultRedlockNodesDown(t *testing.T) {
+	leakCheck(t)
+	nodes := redistest.StartNodes(t, 5)
+	l := redlockEnv(t, nodes, core.WithWait(2*time.Second), core.WithIOTimeout(200*time.Millisecond))
+	other := redlockEnv(t, nodes, core.WithWait(0))
+	ctx := context.Background()
+	name := uniq(t)
+	key, _ := l.Key(name)
+
+	nodes[0].Stop()
+	nodes[1].Stop()
+	lease, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatalf("with 2 of 5 nodes down: %v", err)
+	}
+	if n := holders(nodes, key, lease.Token()); n != 3 {
+		t.Fatalf("the lock is on %d nodes, want the 3 running", n)
+	}
+	if _, err := other.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
+		t.Fatalf("a second holder with 2 nodes down: %v, want ErrTimeout", err)
+	}
+	if err := lease.Extend(ctx, 10*time.Second); err != nil {
+		t.Fatalf("extend with 2 nodes down: %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("release with 2 nodes down: %v", err)
+	}
+	if n := holders(nodes, key, lease.Token()); n != 0 {
+		t.Fatalf("the release left the lock on %d nodes", n)
+	}
+
+	nodes[2].Stop()
+	start := time.Now()
+	_, err = l.Acquire(ctx, name)
+	took := time.Since(start)
+	t.Logf("redlock with 3 of 5 nodes down: %v after %v", err, took.Round(time.Millisecond))
+	if !errors.Is(err, core.ErrStorage) || errors.Is(err, core.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("with 3 of 5 nodes down: err = %v, want ErrStorage only", err)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("the failure took %v, the whole wait budget: it should be immediate", took)
+	}
+	for _, s := range nodes[3:] {
+		if valueOn(s, key) != "" {
+			t.Fatal("a failed Redlock attempt left its key on a running node")
+		}
+	}
+
+	for _, s := range nodes[:3] {
+		s.Restart(t)
+	}
+	lease, err = l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatalf("after the nodes came back: %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRedlockMinorityHeldElsewhere: a foreign lock on 3 of 5 nodes makes
+// every attempt fail, and the failed attempts leave nothing on the other 2.
+func TestRedlockMinorityHeldElsewhere(t *testing.T) {
+	leakCheck(t)
+	nodes := redistest.StartNodes(t, 5)
+	l := redlockEnv(t, nodes, core.WithWait(100*time.Millisecond), core.WithSpin(10*time.Millisecond, 10*time.Millisecond))
+	ctx := context.Background()
+	name := uniq(t)
+	key, _ := l.Key(name)
+	for _, s := range nodes[:3] {
+		c := redis.NewClient(s.Options())
+		c.Set(ctx, key, "foreign", time.Minute)
+		_ = c.Close()
+	}
+	if _, err := l.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	for i, s := range nodes {
+		want := ""
+		if i < 3 {
+			want = "foreign"
+		}
+		if got := valueOn(s, key); got != want {
+			t.Fatalf("node %d holds %q, want %q", i, got, want)
+		}
+	}
+}
+
+// TestFaultRedlockWatchdogAndDone renews a Redlock lease past its TTL, then
+// loses the quorum: Done closes before the keys expire on the nodes left.
+func TestFaultRedlockWatchdogAndDone(t *testing.T) {
+	leakCheck(t)
+	const ttl = 600 * time.Millisecond
+	nodes := redistest.StartNodes(t, 5)
+	l := redlockEnv(t, nodes, core.WithTTL(ttl), core.WithWatchdog(), core.WithIOTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	lease, err := l.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := lease.Done()
+	time.Sleep(2 * ttl)
+	// Renewals give slower nodes a grace after the quorum answered, so the
+	// lock is normally on all 5; a quorum is what must hold.
+	if n := holders(nodes, lease.Key(), lease.Token()); n < 3 {
+		t.Fatalf("after 2 TTLs the lock is on %d nodes, want a quorum renewed", n)
+	}
+	select {
+	case <-done:
+		t.Fatal("the watchdog lost a Redlock lease with every node up")
+	default:
+	}
+	nodes[0].Stop()
+	nodes[1].Stop()
+	nodes[2].Stop()
+	cut := time.Now()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done stayed open after the quorum was lost")
+	}
+	toDone := time.Since(cut)
+	c := redis.NewClient(nodes[4].Options())
+	defer c.Close()
+	left := c.PTTL(ctx, lease.Key()).Val()
+	t.Logf("redlock: Done closed %v after 3 of 5 nodes died, the key's PTTL on a surviving node still %v (TTL %v)", toDone.Round(time.Millisecond), left, ttl)
+	if left <= 0 || toDone >= ttl {
+		t.Fatalf("Done closed %v after the loss, with PTTL %v left: not before the lock expired", toDone, left)
+	}
+	if err := lease.Release(ctx); err != nil && !errors.Is(err, core.ErrNotHeld) && !errors.Is(err, core.ErrStorage) {
+		t.Fatal(err)
+	}
+}
+
+// TestRedlockFencesStayIncreasingWhenCountersDiverge gives the nodes'
+// fence counters different histories, through nodes that are down for one
+// holder and back (empty) for the next: the quorum write-back keeps tokens
+// strictly increasing where the bare highest counter of each quorum would not.
+func TestRedlockFencesStayIncreasingWhenCountersDiverge(t *testing.T) {
+	leakCheck(t)
+	nodes := redistest.StartNodes(t, 3)
+	l := redlockEnv(t, nodes, core.WithFencing(), core.WithIOTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	name := uniq(t)
+	key, _ := l.Key(name)
+	c := redis.NewClient(nodes[2].Options())
+	c.Set(ctx, key+":fence", 10, 0) // node 2 has seen more holders than the others
+	_ = c.Close()
+
+	nodes[0].Stop() // the first holder's quorum: nodes 1 and 2
+	first, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Fence() != 11 {
+		t.Fatalf("first fence %d, want 11 (node 2's counter + 1)", first.Fence())
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes[0].Restart(t) // back, with its counter at 0
+	nodes[2].Stop()     // the second holder's quorum: nodes 0 and 1
+	second, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Release(ctx)
+	if second.Fence() <= first.Fence() {
+		t.Fatalf("second fence %d is not above the first's %d", second.Fence(), first.Fence())
+	}
+}
+
+func TestRedlockBadInput(t *testing.T) {
+	if err := core.NewRedlock(nil).Err(); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("no clients: %v", err)
+	}
+	var typedNil *redis.Client
+	if err := core.NewRedlock([]redis.UniversalClient{shared.Client(t), typedNil}).Err(); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("a nil client: %v", err)
+	}
+	if err := core.NewRedlock([]redis.UniversalClient{shared.Client(t)}, core.WithTTL(0)).Err(); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("a bad option: %v", err)
+	}
+}

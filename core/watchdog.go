@@ -1,0 +1,110 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// watchdog is the goroutine that renews a lease (WithWatchdog).
+type watchdog struct {
+	stopOnce sync.Once
+	stop     chan struct{} // closed to end the renewals
+	cancel   context.CancelFunc
+	exited   chan struct{} // closed when the goroutine has returned
+}
+
+// startWatchdog starts renewing l; called once, by Locker.newLease.
+func (l *Lease) startWatchdog() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watchdog{stop: make(chan struct{}), cancel: cancel, exited: make(chan struct{})}
+	l.watch = w
+	go l.renew(ctx, w)
+}
+
+// signal asks the watchdog to stop and cancels a renewal in flight, without
+// waiting; nil-safe. The lease's mutex may be held.
+func (w *watchdog) signal() {
+	if w == nil {
+		return
+	}
+	w.stopOnce.Do(func() {
+		close(w.stop)
+		w.cancel()
+	})
+}
+
+// stopWatchdog stops l's watchdog and waits until it has returned, so that
+// no renewal is in flight afterwards. It must not run on the watchdog's own
+// goroutine.
+func (l *Lease) stopWatchdog() {
+	if l.watch != nil {
+		l.watch.signal()
+		<-l.watch.exited
+	}
+}
+
+// renewEvery is the renewal interval for a lease of the given TTL: the
+// configured interval, or a third of the TTL when none is set or when the
+// TTL is shorter than two intervals.
+func (l *Locker) renewEvery(ttl time.Duration) time.Duration {
+	every := l.cfg.watchdogInterval
+	if every <= 0 || ttl < 2*every {
+		every = ttl / 3
+	}
+	return max(every, time.Millisecond/3)
+}
+
+// renew is the watchdog loop. Every interval it resets the lock's lifetime to
+// the lease's TTL with compare-and-extend. A renewal that finds the lock gone
+// ends the lease (extend closes Done). One that fails on Redis is retried
+// every quarter interval until only one interval of validity is left; the
+// lease is then given up as lost, so that Done closes while the lock is still
+// ours in Redis, not after it may have passed to someone else.
+func (l *Lease) renew(ctx context.Context, w *watchdog) {
+	defer close(w.exited)
+	timer := time.NewTimer(l.locker.renewEvery(l.TTL()))
+	defer timer.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-timer.C:
+		}
+		ttl := l.TTL()
+		every := l.locker.renewEvery(ttl)
+		giveUp := l.ValidUntil().Add(-every)
+		rctx, cancel := context.WithDeadline(ctx, giveUp) // a renewal past giveUp is too late
+		err := l.extend(rctx, ttl)
+		cancel()
+		switch {
+		case err == nil:
+			timer.Reset(every)
+		case errors.Is(err, ErrNotHeld):
+			return // lost, released or handed off; Done is closed
+		default: // Redis failed, or giveUp passed, or stop cancelled the call
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			left := time.Until(giveUp)
+			if left <= 0 {
+				l.giveUp()
+				return
+			}
+			timer.Reset(min(every/4, left))
+		}
+	}
+}
+
+// giveUp marks a lease lost that the watchdog could not renew in time.
+func (l *Lease) giveUp() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.released && !l.handedOff {
+		l.lost = true
+		l.closeDoneLocked()
+	}
+}

@@ -1,0 +1,159 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+func TestWatchdogKeepsTheLockPastItsTTL(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	const ttl = 300 * time.Millisecond // the watchdog's margin, a third of it, absorbs a loaded machine's stalls
+	e := newEnv(t, nil, core.WithTTL(ttl), core.WithWatchdog())
+	other := newEnv(t, nil, core.WithWait(0))
+	ctx := context.Background()
+	lease, err := e.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := lease.Done()
+	for i := 0; i < 4; i++ {
+		time.Sleep(ttl)
+		if _, err := other.locker.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
+			t.Fatalf("after %d TTLs another locker got %v, want ErrTimeout: the watchdog did not renew", i+1, err)
+		}
+	}
+	select {
+	case <-done:
+		t.Fatal("Done closed while the watchdog kept the lock")
+	default:
+	}
+	if got := e.client.Get(ctx, lease.Key()).Val(); got != lease.Token() {
+		t.Fatalf("the key holds %q, want the lease's token", got)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// No renewal after the release: the round-trip count stays put.
+	before := e.rt.n.Load()
+	time.Sleep(200 * time.Millisecond)
+	if n := e.rt.n.Load() - before; n != 0 {
+		t.Fatalf("%d commands after the release: the watchdog did not stop", n)
+	}
+}
+
+func TestWatchdogIntervalOption(t *testing.T) {
+	leakCheck(t)
+	e := newEnv(t, nil, core.WithTTL(10*time.Second), core.WithWatchdogInterval(40*time.Millisecond))
+	ctx := context.Background()
+	lease := hold(t, e, uniq(t))
+	before := e.rt.n.Load()
+	time.Sleep(300 * time.Millisecond)
+	if n := e.rt.n.Load() - before; n < 3 {
+		t.Fatalf("%d renewals in 300ms with a 40ms interval", n)
+	}
+	if d := pttl(t, e, lease.Key()); d < 9*time.Second {
+		t.Fatalf("PTTL = %v, want the full 10s TTL renewed", d)
+	}
+	// A per-request TTL shorter than two intervals is renewed every third.
+	slow := newEnv(t, nil, core.WithWatchdogInterval(time.Second))
+	short, err := slow.locker.Acquire(core.ContextWithTTL(ctx, 300*time.Millisecond), uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	if got := e.client.Get(ctx, short.Key()).Val(); got != short.Token() {
+		t.Fatal("a lease with a TTL under two intervals was not kept")
+	}
+	if err := short.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.New(e.client, core.WithWatchdogInterval(0)).Err(); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("WithWatchdogInterval(0): Err() = %v, want ErrInvalidOption", err)
+	}
+}
+
+func TestWatchdogClosesDoneWhenTheLockIsGone(t *testing.T) {
+	leakCheck(t)
+	e := newEnv(t, nil, core.WithTTL(300*time.Millisecond), core.WithWatchdog())
+	ctx := context.Background()
+	lease, err := e.locker.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.client.Set(ctx, lease.Key(), "someone-else", time.Minute) // lost, and taken
+	select {
+	case <-lease.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done stayed open after the watchdog found the lock taken")
+	}
+	if err := lease.Extend(ctx, time.Second); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("Extend after the loss = %v, want ErrNotHeld", err)
+	}
+	if err := lease.Release(ctx); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("Release after the loss = %v, want ErrNotHeld", err)
+	}
+	if got := e.client.Get(ctx, lease.Key()).Val(); got != "someone-else" {
+		t.Fatalf("the other holder's key was touched: %q", got)
+	}
+}
+
+// TestWatchdogCutClosesDoneBeforeTheLockExpires cuts the network between the
+// holder and Redis, both ways a network can fail: connections reset (Cut) and
+// packets swallowed (Blackhole). Done must close while the key in Redis is
+// still the lease's, so that no one else can hold the name yet.
+func TestWatchdogCutClosesDoneBeforeTheLockExpires(t *testing.T) {
+	leakCheck(t)
+	const ttl = 600 * time.Millisecond
+	for _, fault := range []string{"cut", "blackhole"} {
+		t.Run(fault, func(t *testing.T) {
+			srv := redistest.Start(t)
+			p := redistest.NewProxy(t, srv.Addr())
+			opts := srv.Options()
+			opts.Addr = p.Addr()
+			client := redis.NewClient(opts)
+			t.Cleanup(func() { _ = client.Close() })
+			admin := srv.Client(t)
+			l := core.New(client, core.WithTTL(ttl), core.WithWatchdog(), core.WithIOTimeout(100*time.Millisecond))
+			ctx := context.Background()
+			lease, err := l.Acquire(ctx, uniq(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(ttl / 2) // at least one renewal
+			if fault == "cut" {
+				p.Cut()
+			} else {
+				p.Blackhole()
+			}
+			cut := time.Now()
+			select {
+			case <-lease.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("Done stayed open after the cut")
+			}
+			toDone := time.Since(cut)
+			pttl := admin.PTTL(ctx, lease.Key()).Val()
+			holder := admin.Get(ctx, lease.Key()).Val()
+			t.Logf("%s: Done closed %v after the cut, with the lock's PTTL in Redis still %v (TTL %v)", fault, toDone.Round(time.Millisecond), pttl, ttl)
+			if holder != lease.Token() || pttl <= 0 {
+				t.Fatalf("Done closed after the lock had expired in Redis (holder %q, PTTL %v)", holder, pttl)
+			}
+			if toDone >= ttl {
+				t.Fatalf("Done closed %v after the cut, not before the TTL of %v", toDone, ttl)
+			}
+			p.Restore()
+			err = lease.Release(ctx)
+			if err != nil && !errors.Is(err, core.ErrNotHeld) && !errors.Is(err, core.ErrStorage) {
+				t.Fatalf("release after the cut: %v", err)
+			}
+		})
+	}
+}

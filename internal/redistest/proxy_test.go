@@ -1,0 +1,152 @@
+package redistest_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+// leakCheck fails the test if it leaves goroutines behind, once its other
+// clean-ups (servers stopped, clients closed) have run.
+func leakCheck(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+}
+
+// restoreAndPing restores p and checks that c gets through again.
+func restoreAndPing(t *testing.T, p *redistest.Proxy, c *redis.Client) {
+	t.Helper()
+	p.Restore()
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("PING after Restore: %v", err)
+	}
+	_ = c.Close()
+	p.Close()
+}
+
+// proxiedServer starts a server, a proxy in front of it and a client of the
+// proxy that has connected once.
+func proxiedServer(t *testing.T) (*redistest.Server, *redistest.Proxy, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	c := proxied(t, p)
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return srv, p, c
+}
+
+// proxied returns a client of srv through p that neither retries nor waits
+// long, so that each fault shows in the first call.
+func proxied(t *testing.T, p *redistest.Proxy) *redis.Client {
+	c := redis.NewClient(&redis.Options{
+		Addr: p.Addr(), MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: time.Second, ReadTimeout: time.Second, ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestProxyForwardsAndDelays(t *testing.T) {
+	leakCheck(t)
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	c := proxied(t, p)
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Client(t).Get(ctx, "k").Val(); got != "v" {
+		t.Fatalf("the write through the proxy did not reach the server: %q", got)
+	}
+	p.SetDelay(25 * time.Millisecond)
+	start := time.Now()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Fatalf("a round trip with 25ms each way took %v", d)
+	}
+	if p.Delay() != 25*time.Millisecond {
+		t.Fatalf("Delay() = %v", p.Delay())
+	}
+	// Pipelined commands are delayed, not serialised: ten in flight at once
+	// take about one round trip, not ten.
+	start = time.Now()
+	pipe := c.Pipeline()
+	for i := 0; i < 10; i++ {
+		pipe.Ping(ctx)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d >= 10*50*time.Millisecond {
+		t.Fatalf("ten pipelined pings took %v: the delay throttles instead of adding latency", d)
+	}
+	st := p.Stats()
+	if st.Accepted < 1 || st.Active < 1 || st.BytesUp == 0 || st.BytesDown == 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+	_ = c.Close()
+	p.Close()
+	p.Close() // idempotent
+}
+
+func TestProxyCutAndRestore(t *testing.T) {
+	leakCheck(t)
+	_, p, c := proxiedServer(t)
+	ctx := context.Background()
+	p.Cut()
+	start := time.Now()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING through a cut proxy succeeded")
+	}
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("a new connection through a cut proxy succeeded")
+	}
+	if d := time.Since(start); d >= time.Second {
+		t.Fatalf("a cut took %v to show: it should be refused at once, not time out", d)
+	}
+	if p.Stats().Refused == 0 {
+		t.Fatal("no refused connection counted")
+	}
+	restoreAndPing(t, p, c)
+}
+
+func TestProxyBlackhole(t *testing.T) {
+	leakCheck(t)
+	_, p, c := proxiedServer(t)
+	ctx := context.Background()
+	p.Blackhole()
+	tctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+	err := c.Ping(tctx).Err()
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("PING through a black hole: err = %v, want a timeout", err)
+	}
+	restoreAndPing(t, p, c)
+}
+
+func TestProxyTargetDown(t *testing.T) {
+	leakCheck(t)
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	c := proxied(t, p)
+	srv.Stop()
+	if err := c.Ping(context.Background()).Err(); err == nil {
+		t.Fatal("PING through a proxy to a stopped server succeeded")
+	}
+	srv.Restart(t)
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("PING after the server came back: %v", err)
+	}
+	_ = c.Close()
+	p.Close()
+}

@@ -1,0 +1,80 @@
+// Package lockotel traces and measures reqlock's lock waits and hold times
+// with OpenTelemetry, and writes an access log of locks with log/slog. Both
+// are core.Handlers. Its import path ends in "otel", like the OpenTelemetry
+// API's own package, so import it under an alias:
+//
+//	import lockotel "github.com/reqlock/reqlock/otel"
+//
+//	locker := core.New(client, core.WithHandlers(
+//		lockotel.New(),                       // outermost: sees the whole wait
+//		lockotel.NewLogHandler(slog.Default()),
+//		guard,                                // a local-lock handler, if any
+//	))
+//
+// Adapters label each request's context with its route template or RPC
+// method (core.ContextWithRoute); the Handler uses that label, never the lock
+// name, which has unbounded cardinality and may carry personal data.
+//
+// # Spans
+//
+// reqlock.acquire (internal kind) is a child of the span in the context given
+// to Acquire, so a slow request's trace shows the time it spent waiting for
+// its lock; the Redis commands of the attempts, if the client is
+// instrumented, are its children. It starts when Locker.Acquire was called
+// (Request.Start) and has these attributes:
+//
+//	reqlock.route               route template or RPC method; omitted when empty
+//	reqlock.outcome             acquired, timeout, canceled or error
+//	reqlock.attempts            Redis attempts made (0 when a local waiter got the lock by handoff)
+//	reqlock.wait.seconds        time from the call to the lock or the failure
+//	reqlock.local_wait.seconds  part of it spent on a local lock (hotspot guard); when positive
+//	error.type                  on failures: timeout, canceled, deadline_exceeded, storage, invalid, _OTHER
+//
+// A failed acquire has status Error, described by the kind of the error
+// (core.ErrTimeout's message, say) rather than by its text, which names the
+// lock; for the same reason no exception event is recorded. Retries are not
+// events: the chain shows a handler the attempts only once they are over, so
+// their number is an attribute.
+//
+// reqlock.release (internal kind) is a child of the span in the context given
+// to Release (Lease.Release keeps the context's values), linked to the
+// lease's acquire span. A release is a span rather than an event because the
+// acquire span has ended by then, and because a release is a Redis round
+// trip of its own that can fail. Attributes:
+//
+//	reqlock.route         as above
+//	reqlock.outcome       released, lost or error
+//	reqlock.hold.seconds  time from the acquire's return to the release's end
+//	error.type            on lost leases: expired or not_held; on failures: storage, _OTHER
+//
+// A lease is lost when it ended before Release was called: its TTL ran out
+// (error.type expired: Lease.Done had closed for the expiry) or Redis no
+// longer held its token (not_held: the TTL ran out on the server first, or
+// an Extend found the key gone and closed Done). The Handler tells both from
+// Lease.ValidUntil and the release's error, at the release: it starts no
+// goroutine or timer per lease to watch Done. A lease that is never released
+// is not recorded (and stays counted in reqlock.leases.held).
+//
+// # Metrics
+//
+//	reqlock.acquire.duration  histogram, s          route, outcome, error.type
+//	reqlock.hold.duration     histogram, s          route, outcome, error.type  (of the release)
+//	reqlock.acquire.attempts  counter, {attempt}    route, outcome, error.type
+//	reqlock.acquires          counter, {acquire}    route, outcome, error.type
+//	reqlock.leases.held       up-down counter       route
+//
+// The histograms advise bucket bounds suited to lock waits: 0.5, 1, 2.5, 5,
+// 10, 25, 50, 100, 250, 500 ms, 1, 2.5, 5 and 10 s for acquires; 1 ms to 60 s
+// for holds. An SDK View overrides them.
+//
+// With WithGuard, a local-lock handler's counters are observed too:
+// reqlock.hotspot.hits, .bypasses, .evictions and .handoffs (counters) and
+// reqlock.hotspot.size (up-down counter), without attributes.
+//
+// # Providers
+//
+// WithTracerProvider and WithMeterProvider choose the providers; by default
+// New takes the global ones (which forward to providers installed later with
+// otel.SetTracerProvider and otel.SetMeterProvider). The tracer and meter are
+// named ScopeName. The package keeps no global state of its own.
+package lockotel

@@ -1,0 +1,227 @@
+package lockotel_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/adaptertest"
+	lockotel "github.com/reqlock/reqlock/otel"
+)
+
+// logBuffer collects the JSON lines of a slog.Logger.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// lines decodes the lines written so far.
+func (b *logBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// newLogLocker returns a Locker with a LogHandler writing JSON lines at level
+// Debug and above into the returned buffer.
+func newLogLocker(t *testing.T, lopts []lockotel.LogOption, opts ...core.Option) (*core.Locker, *logBuffer) {
+	t.Helper()
+	buf := &logBuffer{}
+	logger := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := lockotel.NewLogHandler(logger, lopts...)
+	l := core.New(adaptertest.Shared.Client(t), append([]core.Option{core.WithHandlers(h)}, opts...)...)
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return l, buf
+}
+
+// want checks the fields of a log line; a nil value means "present".
+func want(t *testing.T, line map[string]any, fields map[string]any) {
+	t.Helper()
+	for k, v := range fields {
+		got, ok := line[k]
+		switch {
+		case !ok:
+			t.Errorf("line %v: no %q", line, k)
+		case v != nil && got != v:
+			t.Errorf("line %v: %s = %v, want %v", line, k, got, v)
+		}
+	}
+}
+
+func TestLogAcquireRelease(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	l, buf := newLogLocker(t, nil)
+	name := uniq(t)
+	ctx := core.ContextWithRoute(context.Background(), route)
+	lease, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lines := buf.lines(t)
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2:\n%s", len(lines), buf)
+	}
+	want(t, lines[0], map[string]any{
+		"level": "INFO", "msg": "lock acquire", "lock": name, "route": route,
+		"outcome": "acquired", "attempts": 1.0, "ttl": float64(core.DefaultTTL), "wait": nil,
+	})
+	want(t, lines[1], map[string]any{
+		"level": "INFO", "msg": "lock release", "lock": name, "route": route, "outcome": "released", "hold": nil,
+	})
+	if w := lines[0]["wait"].(float64); w <= 0 {
+		t.Errorf("wait = %vns, want positive", w)
+	}
+	if h := lines[1]["hold"].(float64); h < float64(5*time.Millisecond) {
+		t.Errorf("hold = %vns, want at least the 5ms slept", h)
+	}
+	for _, line := range lines {
+		if _, ok := line["error_type"]; ok {
+			t.Errorf("error_type on a success: %v", line)
+		}
+	}
+}
+
+func TestLogFailures(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	l, buf := newLogLocker(t, nil, core.WithWait(30*time.Millisecond))
+	name := uniq(t)
+	holdElsewhere(t, nil, name)
+	if _, err := l.Acquire(context.Background(), name); !errors.Is(err, core.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	lines := buf.lines(t)
+	if len(lines) != 1 {
+		t.Fatalf("%d lines, want 1:\n%s", len(lines), buf)
+	}
+	want(t, lines[0], map[string]any{
+		"level": "WARN", "msg": "lock acquire", "lock": name, "outcome": "timeout", "error_type": "timeout", "error": nil,
+	})
+	if _, ok := lines[0]["route"]; ok {
+		t.Error("route logged on a context without one")
+	}
+	if e := lines[0]["error"].(string); !strings.Contains(e, name) {
+		t.Errorf("error = %q, want the error's text", e)
+	}
+}
+
+func TestLogLostLease(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	l, buf := newLogLocker(t, []lockotel.LogOption{lockotel.WithErrorLevel(slog.LevelError)}, core.WithTTL(20*time.Millisecond))
+	lease, err := l.Acquire(context.Background(), uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-lease.Done()
+	time.Sleep(10 * time.Millisecond)
+	if err := lease.Release(context.Background()); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("release err = %v, want ErrNotHeld", err)
+	}
+	lines := buf.lines(t)
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2:\n%s", len(lines), buf)
+	}
+	want(t, lines[1], map[string]any{"level": "ERROR", "msg": "lock release", "outcome": "lost", "error_type": "expired"})
+}
+
+func TestLogWithoutName(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	l, buf := newLogLocker(t, []lockotel.LogOption{lockotel.WithoutName()}, core.WithWait(20*time.Millisecond))
+	name := uniq(t)
+	lease, err := l.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(context.Background(), name); !errors.Is(err, core.ErrTimeout) { // busy: held by lease
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if err := lease.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lines := buf.lines(t)
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), buf)
+	}
+	if out := buf.String(); strings.Contains(out, name) || strings.Contains(out, "alice") {
+		t.Errorf("the log carries the lock name:\n%s", out)
+	}
+	want(t, lines[1], map[string]any{"outcome": "timeout", "error_type": "timeout"})
+	if _, ok := lines[1]["error"]; ok {
+		t.Error("error text logged with WithoutName")
+	}
+}
+
+func TestLogLevel(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	var level slog.LevelVar
+	level.Set(slog.LevelDebug - 1) // below the logger's Debug: nothing written
+	l, buf := newLogLocker(t, []lockotel.LogOption{lockotel.WithLevel(&level)})
+	name := uniq(t)
+	lease, err := l.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buf.String() != "" {
+		t.Fatalf("a line below the logger's level was written: %s", buf)
+	}
+	level.Set(slog.LevelDebug) // changed while the lease is held: the release line is written
+	if err := lease.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lines := buf.lines(t)
+	if len(lines) != 1 {
+		t.Fatalf("%d lines, want 1:\n%s", len(lines), buf)
+	}
+	want(t, lines[0], map[string]any{"level": "DEBUG", "msg": "lock release", "outcome": "released", "hold": nil})
+}
+
+func TestLogDefaultLogger(t *testing.T) {
+	buf := &logBuffer{}
+	old := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(old) })
+	h := lockotel.NewLogHandler(nil, nil, lockotel.WithLevel(nil)) // nil options and level keep the defaults
+	slog.SetDefault(slog.New(slog.NewJSONHandler(buf, nil)))       // after New: used all the same
+	l := core.New(adaptertest.Shared.Client(t), core.WithHandlers(h))
+	lease, err := l.Acquire(context.Background(), uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = lease.Release(context.Background())
+	if lines := buf.lines(t); len(lines) != 2 || lines[0]["level"] != "INFO" {
+		t.Fatalf("lines on the default logger:\n%s", buf)
+	}
+}

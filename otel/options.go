@@ -1,0 +1,47 @@
+package lockotel
+
+import (
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Option configures a Handler.
+type Option func(*config)
+
+type config struct {
+	tp    trace.TracerProvider
+	mp    metric.MeterProvider
+	guard Guard
+}
+
+// WithTracerProvider sets the TracerProvider the spans come from. Without it
+// (or with nil), New uses the global provider (otel.GetTracerProvider), which
+// forwards to a provider installed later with otel.SetTracerProvider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tp = tp }
+}
+
+// WithMeterProvider sets the MeterProvider the instruments come from. Without
+// it (or with nil), New uses the global provider (otel.GetMeterProvider),
+// which forwards to a provider installed later with otel.SetMeterProvider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.mp = mp }
+}
+
+// Guard is what the Handler needs from a local-lock handler such as the
+// hotspot guard to report it: cumulative counters under "hits", "bypasses",
+// "evictions" and "handoffs", and the current number of entries under
+// "size". Missing keys are not reported. Counters is called once per metric
+// collection, from the collecting goroutine, so it must be safe for
+// concurrent use.
+type Guard interface {
+	Counters() map[string]int64
+}
+
+// WithGuard reports g's counters as the observable instruments
+// reqlock.hotspot.hits, .bypasses, .evictions, .handoffs (counters) and
+// reqlock.hotspot.size (an up-down counter). Call Handler.Close to stop
+// observing it. With several WithGuard options, the last one wins.
+func WithGuard(g Guard) Option {
+	return func(c *config) { c.guard = g }
+}
