@@ -53,8 +53,8 @@ func (rep *Report) chart() *image.RGBA {
 	draw.Draw(img, img.Bounds(), image.NewUniform(colBackground), image.Point{}, draw.Src)
 
 	p := rep.Params
-	text(img, 10, 18, colText, fmt.Sprintf("Seed experiment: %d processes x %d attempts in rounds of %d on one name, simulated round trip %v, redis-server %s, %s",
-		p.Procs, p.Attempts, p.Goroutines, p.RTT, rep.Redis, rep.Date.Format("2006-01-02")))
+	text(img, 10, 18, colText, fmt.Sprintf("Seed experiment: %d processes x %d attempts in rounds of %d on one name; simulated round trip %v (measured %s); redis-server %s; %s",
+		p.Procs, p.Attempts, p.Goroutines, p.RTT, ms2(rep.MeasuredRTT), rep.Redis, rep.Date.Format("2006-01-02")))
 	text(img, 10, 36, colText, "Lower is better. Grey labels: peers and the seed's algorithm; green: reqlock's best settings.")
 
 	waitX0 := labelWidth

@@ -61,7 +61,7 @@ const HandoffK = 3
 
 // Best names the reqlock variant with the best settings for a hot name: the
 // one the README compares with every peer.
-var Best = Impls[len(Impls)-1].Name
+var Best = fmt.Sprintf("reqlock+hotspot+handoff%d+notify", HandoffK)
 
 // Impls are the implementations the experiment compares, in table order:
 // the seed's own algorithm, the peers, and reqlock from its plain Locker to
@@ -81,6 +81,12 @@ var Impls = []Impl{
 		Config: "as reqlock, with a hotspot Guard (capacity 1000, automatic detection)"},
 	{Name: fmt.Sprintf("reqlock+hotspot+handoff%d", HandoffK), Open: openReqlock(nil, hotspot.WithCapacity(1000), hotspot.WithHandoff(HandoffK)),
 		Config: fmt.Sprintf("as reqlock+hotspot, with WithHandoff(%d)", HandoffK)},
+	{Name: "reqlock+notify", Open: openReqlock([]core.Option{core.WithNotify()}),
+		Config: "as reqlock, with WithNotify(): release publishes, waiters wake on it or on their sleep"},
+	{Name: "reqlock+hotspot+notify", Open: openReqlock([]core.Option{core.WithNotify()}, hotspot.WithCapacity(1000)),
+		Config: "as reqlock+hotspot, with WithNotify()"},
+	{Name: Best, Open: openReqlock([]core.Option{core.WithNotify()}, hotspot.WithCapacity(1000), hotspot.WithHandoff(HandoffK)),
+		Config: fmt.Sprintf("as reqlock+hotspot+handoff%d, with WithNotify()", HandoffK)},
 }
 
 // Lookup returns the implementations named in the comma-separated list names
@@ -132,6 +138,9 @@ func openReqlock(extra []core.Option, guardOpts ...hotspot.Option) func(env *Env
 		return &reqlock{locker: l, guard: guard}, nil
 	}
 }
+
+// Close ends the Locker's subscription (WithNotify).
+func (r *reqlock) Close() error { return r.locker.Close() }
 
 type reqlock struct {
 	locker *core.Locker

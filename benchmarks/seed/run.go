@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,7 +37,10 @@ type Report struct {
 	Machine Machine
 	Redis   string // server version
 	Date    time.Time
-	Results []Result    // the seed experiment
+	// MeasuredRTT is the median PING round trip through the proxy, which
+	// can exceed Params.RTT: the proxy's delays are timer sleeps.
+	MeasuredRTT time.Duration
+	Results     []Result // the seed experiment
 	Hot     []HotResult // the continuous hot key
 	Solo    []SoloResult
 }
@@ -53,19 +57,24 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 		return nil, err
 	}
 	defer srv.Close()
-	proxy, err := startProxy(srv.Addr(), p.RTT)
+	proxy, err := redistest.StartProxy(srv.Addr())
 	if err != nil {
 		return nil, err
 	}
 	defer proxy.Close()
+	proxy.SetDelay(p.RTT / 2) // each way
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer admin.Close()
 	version, err := serverVersion(ctx, admin)
 	if err != nil {
 		return nil, err
 	}
+	rtt, err := measureRTT(ctx, proxy.Addr())
+	if err != nil {
+		return nil, err
+	}
 	b := &bench{p: p, admin: admin, addr: proxy.Addr()}
-	rep := &Report{Params: p, Machine: ThisMachine(), Redis: version, Date: time.Now()}
+	rep := &Report{Params: p, Machine: ThisMachine(), Redis: version, Date: time.Now(), MeasuredRTT: rtt}
 	for _, impl := range impls {
 		if only.Seed {
 			fmt.Fprintf(log, "seed: %s: %d processes × %d attempts in rounds of %d...\n", impl.Name, p.Procs, p.Attempts, p.Goroutines)
@@ -239,6 +248,22 @@ func notLocking(name string) bool {
 // PubSub sends them past the client's hooks.
 func pubsubCalls(calls map[string]int64) int64 {
 	return calls["subscribe"] + calls["unsubscribe"] + calls["psubscribe"] + calls["punsubscribe"]
+}
+
+// measureRTT returns the median of 100 PING round trips through addr.
+func measureRTT(ctx context.Context, addr string) (time.Duration, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	rtts := make([]time.Duration, 100)
+	for i := range rtts {
+		start := time.Now()
+		if err := c.Ping(ctx).Err(); err != nil {
+			return 0, err
+		}
+		rtts[i] = time.Since(start)
+	}
+	slices.Sort(rtts)
+	return percentile(rtts, 50), nil
 }
 
 func serverVersion(ctx context.Context, admin *redis.Client) (string, error) {

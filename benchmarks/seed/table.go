@@ -32,8 +32,8 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 // Setup describes the machine, the server and the network of the run.
 func (rep *Report) Setup() string {
 	m := rep.Machine
-	return fmt.Sprintf("%s, %s; %d cores (%s), %s; redis-server %s on 127.0.0.1 behind a delaying TCP proxy adding a simulated round trip of %v to every exchange of every client.",
-		rep.Date.Format("2006-01-02"), m.CPU, m.Cores, m.OS, m.Go, rep.Redis, rep.Params.RTT)
+	return fmt.Sprintf("%s, %s; %d cores (%s), %s; redis-server %s on 127.0.0.1 behind a delaying TCP proxy that holds every chunk for %v each way, a simulated round trip of %v (measured: a PING through the proxy takes %s, median) for every exchange of every client.",
+		rep.Date.Format("2006-01-02"), m.CPU, m.Cores, m.OS, m.Go, rep.Redis, rep.Params.RTT/2, rep.Params.RTT, ms2(rep.MeasuredRTT))
 }
 
 // SeedShape describes the seed experiment.
@@ -204,6 +204,8 @@ func per(a int64, b int) float64 {
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", msf(d)) }
+
+func ms2(d time.Duration) string { return fmt.Sprintf("%.2f ms", msf(d)) }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
