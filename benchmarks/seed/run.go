@@ -40,9 +40,9 @@ type Report struct {
 	// MeasuredRTT is the median PING round trip through the proxy, which
 	// can exceed Params.RTT: the proxy's delays are timer sleeps.
 	MeasuredRTT time.Duration
-	Results     []Result // the seed experiment
-	Hot     []HotResult // the continuous hot key
-	Solo    []SoloResult
+	Results     []Result    // the seed experiment
+	Hot         []HotResult // the continuous hot key
+	Solo        []SoloResult
 }
 
 // Run starts a redis-server and the delaying proxy in front of it and runs
