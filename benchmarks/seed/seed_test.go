@@ -42,19 +42,39 @@ func TestSmallRun(t *testing.T) {
 	if len(rep.Results) != len(Impls) || len(rep.Hot) != len(Impls) || len(rep.Solo) != len(Impls) {
 		t.Fatalf("%d, %d and %d results for %d implementations", len(rep.Results), len(rep.Hot), len(rep.Solo), len(Impls))
 	}
+	// Every reqlock variant takes every lock. A peer may time out now and
+	// then: rueidislock's waiters can miss a wake-up (they have no timer to
+	// fall back on) and sleep through the whole wait budget.
+	failedOK := func(name string, failed, attempts int) bool {
+		impl, _ := find(name)
+		return failed == 0 || impl.Peer && failed*4 <= attempts
+	}
 	for _, r := range rep.Results {
-		if r.Attempts != 12 || r.Succeeded != 12 || r.Failed != 0 || r.Overlaps != 0 || r.ReleaseErrors != 0 {
+		if r.Attempts != 12 || r.Succeeded+r.Failed != 12 || !failedOK(r.Impl, r.Failed, 12) || r.Overlaps != 0 || r.ReleaseErrors != 0 {
 			t.Errorf("seed: %s: %+v", r.Impl, r)
 		}
 		if r.SETs < 1 || r.RoundTrips < 1 || r.WaitP99 < r.WaitP50 || r.Commands["set"] != r.SETs {
 			t.Errorf("seed: %s: implausible counts %+v", r.Impl, r)
 		}
 	}
+	// The round trips the clients counted are the commands Redis executed:
+	// top-level SETs and scripts, and the subscription commands; the peers
+	// that SET inside a script send nothing but scripts.
+	scripted := map[string]bool{"bsm/redislock": true, "rueidislock": true}
+	for _, r := range rep.Results {
+		server := r.Scripts + pubsubCalls(r.Commands)
+		if !scripted[r.Impl] {
+			server += r.SETs
+		}
+		if r.RoundTrips != server {
+			t.Errorf("seed: %s: the clients counted %d round trips, Redis %d commands: %v", r.Impl, r.RoundTrips, server, r.Commands)
+		}
+	}
 	if plain := rep.Results[0]; plain.SETs < int64(plain.Succeeded) || plain.Scripts != int64(plain.Succeeded) || plain.Counters != nil {
 		t.Errorf("the seed's algorithm: %d SETs and %d scripts for %d acquires, counters %v", plain.SETs, plain.Scripts, plain.Succeeded, plain.Counters)
 	}
 	for _, r := range rep.Hot {
-		if r.Acquires < 1 || r.SuccessesAll < r.Acquires || r.Failed != 0 || r.Overlaps != 0 || r.ReleaseErrors != 0 || r.RoundTrips < 1 {
+		if r.Acquires < 1 || r.SuccessesAll < r.Acquires || !failedOK(r.Impl, r.Failed, r.SuccessesAll) || r.Overlaps != 0 || r.ReleaseErrors != 0 || r.RoundTrips < 1 {
 			t.Errorf("hot: %s: %+v", r.Impl, r)
 		}
 		if r.Handovers >= r.Acquires || (r.LocalHandoffs > 0 && !strings.Contains(r.Impl, "handoff")) {
@@ -167,5 +187,11 @@ func TestVerdicts(t *testing.T) {
 	}
 	if !strings.Contains(rep.Comparison(Best), "| "+Impls[0].Name+" | 40.0 ms → 80.0 ms (0.50×) |") {
 		t.Errorf("comparison:\n%s", rep.Comparison(Best))
+	}
+	if got := vs[0].String(); got != "wait p99 40.0 ms → 80.0 ms, 2.00× higher: loses by 100%" {
+		t.Errorf("a loss reads %q", got)
+	}
+	if got := vs[2].String(); got != "wall time 2.00 s → 1.00 s, 2.00× lower" {
+		t.Errorf("a win reads %q", got)
 	}
 }

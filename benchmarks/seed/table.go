@@ -124,6 +124,22 @@ func (rep *Report) Comparison(best string) string {
 	return b.String()
 }
 
+// String says how the best variant did: "wait p99 40.0 ms → 20.0 ms, 2.00×
+// lower" when it wins, "… 1.05× higher: loses by 5%" when it does not.
+func (v Verdict) String() string {
+	head := fmt.Sprintf("%s %s → %s", v.Metric, v.format(v.Value), v.format(v.Best))
+	switch {
+	case v.Best == v.Value:
+		return head + ", equal"
+	case v.Beats():
+		if v.Best == 0 {
+			return head
+		}
+		return fmt.Sprintf("%s, %.2f× lower", head, v.Value/v.Best)
+	}
+	return fmt.Sprintf("%s, %.2f× higher: loses by %.0f%%", head, v.Factor(), (v.Factor()-1)*100)
+}
+
 func (v Verdict) cell() string {
 	times := "–"
 	if v.Best > 0 {
@@ -133,8 +149,11 @@ func (v Verdict) cell() string {
 }
 
 func (v Verdict) format(x float64) string {
-	if v.Unit == "" {
+	switch v.Unit {
+	case "":
 		return fmt.Sprintf("%.2f", x)
+	case "s":
+		return fmt.Sprintf("%.2f s", x)
 	}
 	return fmt.Sprintf("%.1f %s", x, v.Unit)
 }

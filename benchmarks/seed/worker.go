@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -87,20 +88,11 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 		defer c.Close()
 	}
 
-	// Warm up outside the counts: connections dialled, scripts loaded.
+	// Warm up outside the counts: as many connections dialled as the
+	// scenario runs goroutines, scripts loaded, code paths taken.
 	ctx := context.Background()
-	warm := 1
-	if j.Scenario == scenarioSolo {
-		warm = 20
-	}
-	for i := range warm {
-		release, err := lock.Acquire(ctx, fmt.Sprintf("%s:warm-up:%d:%d", j.Params.Name, j.Proc, i))
-		if err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
-		if err := release(ctx); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
+	if err := warmUp(ctx, lock, j); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
 	}
 	if err := critical.Ping(ctx).Err(); err != nil {
 		return err
@@ -127,6 +119,38 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 		r.Counters = c.Counters()
 	}
 	return json.NewEncoder(out).Encode(r)
+}
+
+// warmUp acquires and releases distinct names, in parallel as many at a
+// time as the scenario has goroutines.
+func warmUp(ctx context.Context, lock Lock, j job) error {
+	parallel, rounds := 1, 20
+	switch j.Scenario {
+	case scenarioSeed:
+		parallel, rounds = j.Params.Goroutines, 2
+	case scenarioHot:
+		parallel, rounds = j.Params.HotGoroutines, 2
+	}
+	for round := range rounds {
+		errs := make([]error, parallel)
+		var wg sync.WaitGroup
+		for i := range parallel {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				release, err := lock.Acquire(ctx, fmt.Sprintf("%s:warm-up:%d:%d:%d", j.Params.Name, j.Proc, round, i))
+				if err == nil {
+					err = release(ctx)
+				}
+				errs[i] = err
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // attempt is one acquire, critical section and release; it returns when the

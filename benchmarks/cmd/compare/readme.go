@@ -4,7 +4,7 @@ import (
 	_ "embed"
 	"io"
 	"runtime/debug"
-	"strings"
+	"slices"
 	"text/template"
 
 	"github.com/reqlock/reqlock/benchmarks/seed"
@@ -37,16 +37,22 @@ var peerModules = []string{
 }
 
 func writeReadme(w io.Writer, rep *seed.Report) error {
+	verdicts := rep.Verdicts(seed.Best)
+	var losses []seed.Verdict
+	for _, v := range verdicts {
+		if !v.Beats() {
+			losses = append(losses, v)
+		}
+	}
 	t, err := template.New("README").Funcs(template.FuncMap{
-		"loses": func(other, metric string) bool {
-			for _, v := range rep.Verdicts(seed.Best) {
-				if v.Other == other && v.Metric == metric {
-					return !v.Beats()
-				}
-			}
-			return false
+		"verdicts": func() []seed.Verdict { return verdicts },
+		"losses":   func() []seed.Verdict { return losses },
+		"lossesOn": func(metric string) bool {
+			return slices.ContainsFunc(losses, func(v seed.Verdict) bool { return v.Metric == metric })
 		},
-		"trim": strings.TrimSpace,
+		"mod":       func(a, b int) int { return a % b },
+		"handoffK":  func() int { return seed.HandoffK },
+		"handoffK1": func() int { return seed.HandoffK + 1 },
 	}).Parse(readmeTemplate)
 	if err != nil {
 		return err
