@@ -16,11 +16,11 @@ import (
 
 // The chart's geometry, in pixels, and colours.
 const (
-	chartWidth  = 1100
+	chartWidth  = 1140
 	chartTop    = 64 // title and legend
 	chartBottom = 36 // axis labels
 	rowHeight   = 34
-	labelWidth  = 210
+	labelWidth  = 250
 	panelGap    = 40
 	waitPanel   = 520 // width of the wait panel; the round-trip panel takes the rest
 )

@@ -2,6 +2,7 @@ package seed
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 )
@@ -61,6 +62,24 @@ func SeedParams() Params {
 		HotFor:        5 * time.Second,
 		SoloOps:       500,
 	}
+}
+
+// RegisterFlags defines a command-line flag for each field of p on fs, with
+// p's values as defaults.
+func (p *Params) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&p.Procs, "procs", p.Procs, "seed experiment: worker processes")
+	fs.IntVar(&p.Goroutines, "goroutines", p.Goroutines, "seed experiment: parallel acquires per round in a process")
+	fs.IntVar(&p.Attempts, "attempts", p.Attempts, "seed experiment: acquires per process")
+	fs.StringVar(&p.Name, "name", p.Name, "the lock name")
+	fs.DurationVar(&p.Wait, "wait", p.Wait, "wait budget of an acquire")
+	fs.DurationVar(&p.TTL, "ttl", p.TTL, "lock TTL")
+	fs.DurationVar(&p.SpinMin, "spin", p.SpinMin, "shortest sleep between attempts")
+	fs.DurationVar(&p.SpinRandom, "spin-random", p.SpinRandom, "random part of the sleep between attempts")
+	fs.DurationVar(&p.RTT, "rtt", p.RTT, "simulated round trip added by the proxy (0: none)")
+	fs.IntVar(&p.HotProcs, "hot-procs", p.HotProcs, "hot-key scenario: worker processes")
+	fs.IntVar(&p.HotGoroutines, "hot-goroutines", p.HotGoroutines, "hot-key scenario: goroutines per process")
+	fs.DurationVar(&p.HotFor, "hot", p.HotFor, "hot-key scenario: how long the goroutines loop")
+	fs.IntVar(&p.SoloOps, "solo", p.SoloOps, "uncontended scenario: acquires")
 }
 
 func (p Params) validate() error {

@@ -75,30 +75,31 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 	}
 	b := &bench{p: p, admin: admin, addr: proxy.Addr()}
 	rep := &Report{Params: p, Machine: ThisMachine(), Redis: version, Date: time.Now(), MeasuredRTT: rtt}
+	steps := []struct {
+		on       bool
+		scenario string
+		procs    int
+		what     string
+		keep     func(name string, run workerRun)
+	}{
+		{only.Seed, scenarioSeed, p.Procs, fmt.Sprintf("%d processes × %d attempts in rounds of %d", p.Procs, p.Attempts, p.Goroutines),
+			func(name string, run workerRun) { rep.Results = append(rep.Results, mergeSeed(name, p, run)) }},
+		{only.Hot, scenarioHot, p.HotProcs, fmt.Sprintf("hot key, %d processes × %d goroutines for %v", p.HotProcs, p.HotGoroutines, p.HotFor),
+			func(name string, run workerRun) { rep.Hot = append(rep.Hot, mergeHot(name, p, run)) }},
+		{only.Solo, scenarioSolo, 1, fmt.Sprintf("%d uncontended acquires", p.SoloOps),
+			func(name string, run workerRun) { rep.Solo = append(rep.Solo, mergeSolo(name, p, run)) }},
+	}
 	for _, impl := range impls {
-		if only.Seed {
-			fmt.Fprintf(log, "seed: %s: %d processes × %d attempts in rounds of %d...\n", impl.Name, p.Procs, p.Attempts, p.Goroutines)
-			run, err := b.run(ctx, scenarioSeed, impl, p.Procs)
-			if err != nil {
-				return nil, fmt.Errorf("seed: %s: %w", impl.Name, err)
+		for _, step := range steps {
+			if !step.on {
+				continue
 			}
-			rep.Results = append(rep.Results, mergeSeed(impl.Name, p, run))
-		}
-		if only.Hot {
-			fmt.Fprintf(log, "seed: %s: hot key, %d processes × %d goroutines for %v...\n", impl.Name, p.HotProcs, p.HotGoroutines, p.HotFor)
-			run, err := b.run(ctx, scenarioHot, impl, p.HotProcs)
+			fmt.Fprintf(log, "seed: %s: %s...\n", impl.Name, step.what)
+			run, err := b.run(ctx, step.scenario, impl, step.procs)
 			if err != nil {
-				return nil, fmt.Errorf("seed: %s: hot key: %w", impl.Name, err)
+				return nil, fmt.Errorf("seed: %s: %s: %w", impl.Name, step.scenario, err)
 			}
-			rep.Hot = append(rep.Hot, mergeHot(impl.Name, p, run))
-		}
-		if only.Solo {
-			fmt.Fprintf(log, "seed: %s: %d uncontended acquires...\n", impl.Name, p.SoloOps)
-			run, err := b.run(ctx, scenarioSolo, impl, 1)
-			if err != nil {
-				return nil, fmt.Errorf("seed: %s: uncontended: %w", impl.Name, err)
-			}
-			rep.Solo = append(rep.Solo, mergeSolo(impl.Name, p, run))
+			step.keep(impl.Name, run)
 		}
 	}
 	return rep, nil

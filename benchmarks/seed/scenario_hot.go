@@ -64,27 +64,30 @@ func hotLoop(ctx context.Context, lock Lock, critical *redis.Client, p Params) *
 // mergeHot sums the workers' reports and counts the handovers between
 // processes in the order in which the lock was taken.
 func mergeHot(name string, p Params, run workerRun) HotResult {
-	res := HotResult{Impl: name, For: p.HotFor}
+	t := run.tally()
+	res := HotResult{
+		Impl:          name,
+		For:           p.HotFor,
+		Failed:        t.failed,
+		Overlaps:      t.overlaps,
+		ReleaseErrors: t.releaseErrors,
+		LocalHandoffs: t.counters["handoffs"],
+		RoundTrips:    t.roundTrips,
+		SuccessesAll:  t.succeeded,
+		WaitP50:       percentile(t.waits, 50),
+		WaitP99:       percentile(t.waits, 99),
+		Errors:        t.errors,
+	}
 	type take struct {
 		at   int64
 		proc int
 	}
 	var takes []take
-	var waits []time.Duration
 	for proc, r := range run.reports {
-		res.SuccessesAll += r.Succeeded
-		res.Failed += r.Failed
-		res.Overlaps += r.Overlaps
-		res.ReleaseErrors += r.ReleaseErrors
-		res.RoundTrips += r.RoundTrips
-		res.LocalHandoffs += r.Counters["handoffs"]
-		res.Errors = addErrors(res.Errors, r.Errors)
-		waits = append(waits, r.Waits...)
 		for _, at := range r.Acquired {
 			takes = append(takes, take{at, proc})
 		}
 	}
-	res.RoundTrips += pubsubCalls(run.commands)
 	res.Acquires = len(takes)
 	slices.SortFunc(takes, func(a, b take) int { return cmp.Compare(a.at, b.at) })
 	for i := 1; i < len(takes); i++ {
@@ -92,7 +95,5 @@ func mergeHot(name string, p Params, run workerRun) HotResult {
 			res.Handovers++
 		}
 	}
-	slices.Sort(waits)
-	res.WaitP50, res.WaitP99 = percentile(waits, 50), percentile(waits, 99)
 	return res
 }

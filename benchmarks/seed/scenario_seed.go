@@ -2,7 +2,6 @@ package seed
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -52,55 +51,22 @@ func seedAttempts(ctx context.Context, lock Lock, critical *redis.Client, p Para
 
 // mergeSeed sums the workers' reports into a Result.
 func mergeSeed(name string, p Params, run workerRun) Result {
-	res := Result{
-		Impl:     name,
-		Attempts: p.Procs * p.Attempts,
-		SETs:     run.commands["set"],
-		Scripts:  run.commands["evalsha"] + run.commands["eval"],
-		Commands: run.commands,
-		Wall:     run.wall,
+	t := run.tally()
+	return Result{
+		Impl:          name,
+		Attempts:      p.Procs * p.Attempts,
+		Succeeded:     t.succeeded,
+		Failed:        t.failed,
+		Overlaps:      t.overlaps,
+		ReleaseErrors: t.releaseErrors,
+		SETs:          run.commands["set"],
+		Scripts:       run.commands["evalsha"] + run.commands["eval"],
+		Commands:      run.commands,
+		RoundTrips:    t.roundTrips,
+		Wall:          run.wall,
+		WaitP50:       percentile(t.waits, 50),
+		WaitP99:       percentile(t.waits, 99),
+		Counters:      t.counters,
+		Errors:        t.errors,
 	}
-	var waits []time.Duration
-	for _, r := range run.reports {
-		res.Succeeded += r.Succeeded
-		res.Failed += r.Failed
-		res.Overlaps += r.Overlaps
-		res.ReleaseErrors += r.ReleaseErrors
-		res.RoundTrips += r.RoundTrips
-		waits = append(waits, r.Waits...)
-		res.Counters = addCounters(res.Counters, r.Counters)
-		res.Errors = addErrors(res.Errors, r.Errors)
-	}
-	res.RoundTrips += pubsubCalls(run.commands)
-	slices.Sort(waits)
-	res.WaitP50, res.WaitP99 = percentile(waits, 50), percentile(waits, 99)
-	return res
-}
-
-func addCounters(sum, c map[string]int64) map[string]int64 {
-	for k, v := range c {
-		if sum == nil {
-			sum = make(map[string]int64)
-		}
-		sum[k] += v
-	}
-	return sum
-}
-
-func addErrors(seen, errs []string) []string {
-	for _, e := range errs {
-		if !slices.Contains(seen, e) {
-			seen = append(seen, e)
-		}
-	}
-	return seen
-}
-
-// percentile returns the nearest-rank q-th percentile of sorted, 0 if empty.
-func percentile(sorted []time.Duration, q int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := (q*len(sorted) + 99) / 100 // ceil(q/100 × n)
-	return sorted[max(rank, 1)-1]
 }

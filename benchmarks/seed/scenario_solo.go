@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"time"
 )
 
@@ -64,19 +63,21 @@ func solo(ctx context.Context, lock Lock, p Params, proc int, rt *RoundTrips) *r
 	return r
 }
 
-// mergeSolo turns the one worker's report into a SoloResult.
+// mergeSolo turns the worker's report into a SoloResult.
 func mergeSolo(name string, p Params, run workerRun) SoloResult {
-	res := SoloResult{Impl: name, Ops: p.SoloOps}
+	t := run.tally()
+	res := SoloResult{
+		Impl:       name,
+		Ops:        p.SoloOps,
+		Failed:     t.failed + t.releaseErrors,
+		RoundTrips: t.roundTrips,
+		P50:        percentile(t.waits, 50),
+		P99:        percentile(t.waits, 99),
+		Errors:     t.errors,
+	}
 	for _, r := range run.reports {
-		res.Failed += r.Failed + r.ReleaseErrors
-		res.RoundTrips += r.RoundTrips
 		res.Mallocs += r.Mallocs
 		res.Bytes += r.Bytes
-		res.Errors = addErrors(res.Errors, r.Errors)
-		waits := slices.Clone(r.Waits)
-		slices.Sort(waits)
-		res.P50, res.P99 = percentile(waits, 50), percentile(waits, 99)
 	}
-	res.RoundTrips += pubsubCalls(run.commands)
 	return res
 }

@@ -55,9 +55,7 @@ func (rep *Report) SeedTable() string {
 			counters(r.Commands), counters(r.Counters))
 	}
 	for _, r := range rep.Results {
-		if len(r.Errors) > 0 || r.ReleaseErrors > 0 {
-			fmt.Fprintf(&b, "\n%s: %d release errors; errors: %s\n", r.Impl, r.ReleaseErrors, strings.Join(r.Errors, "; "))
-		}
+		errorNote(&b, r.Impl, r.ReleaseErrors, r.Errors)
 	}
 	return b.String()
 }
@@ -176,9 +174,7 @@ func (rep *Report) HotTable() string {
 			ratio(r.RoundTrips, int64(r.SuccessesAll)), ms(r.WaitP50), ms(r.WaitP99), r.Failed, r.Overlaps)
 	}
 	for _, r := range rep.Hot {
-		if len(r.Errors) > 0 || r.ReleaseErrors > 0 {
-			fmt.Fprintf(&b, "\n%s: %d release errors; errors: %s\n", r.Impl, r.ReleaseErrors, strings.Join(r.Errors, "; "))
-		}
+		errorNote(&b, r.Impl, r.ReleaseErrors, r.Errors)
 	}
 	return b.String()
 }
@@ -199,11 +195,16 @@ func (rep *Report) SoloTable() string {
 			r.Impl, r.Per(float64(r.RoundTrips)), r.Per(float64(r.Mallocs)), r.Per(float64(r.Bytes)), ms(r.P50), ms(r.P99), r.Failed)
 	}
 	for _, r := range rep.Solo {
-		if len(r.Errors) > 0 {
-			fmt.Fprintf(&b, "\n%s: errors: %s\n", r.Impl, strings.Join(r.Errors, "; "))
-		}
+		errorNote(&b, r.Impl, 0, r.Errors)
 	}
 	return b.String()
+}
+
+// errorNote writes, below a table, the errors an implementation met.
+func errorNote(b *strings.Builder, impl string, releaseErrors int, errs []string) {
+	if len(errs) > 0 || releaseErrors > 0 {
+		fmt.Fprintf(b, "\n%s: %d release errors; errors: %s\n", impl, releaseErrors, strings.Join(errs, "; "))
+	}
 }
 
 func ratio(a, b int64) string {

@@ -21,10 +21,7 @@ import (
 func main() {
 	seed.RunWorkerIfChild()
 	p := seed.SeedParams()
-	flag.DurationVar(&p.RTT, "rtt", p.RTT, "simulated round trip added by the proxy (0: none)")
-	flag.IntVar(&p.Attempts, "attempts", p.Attempts, "seed experiment: acquires per process")
-	flag.DurationVar(&p.HotFor, "hot", p.HotFor, "hot-key scenario: how long the goroutines loop")
-	flag.IntVar(&p.SoloOps, "solo", p.SoloOps, "uncontended scenario: acquires")
+	p.RegisterFlags(flag.CommandLine)
 	impls := flag.String("impl", "", "comma-separated implementations to run (default all)")
 	write := flag.Bool("write", false, "write README.md and "+chartFile+" into -dir")
 	dir := flag.String("dir", ".", "the benchmarks directory, for -write")
