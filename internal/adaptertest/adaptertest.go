@@ -156,12 +156,6 @@ func (b *Barrier) Arrive(timeout time.Duration) bool {
 	}
 }
 
-// NewClient returns a client of Shared for examples, which have no
-// testing.TB; the caller closes it.
-func NewClient() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: Shared.Addr(), ContextTimeoutEnabled: true})
-}
-
 // Hold takes name with e's Locker for the rest of the test, as another
 // instance of the service would.
 func (e *Env) Hold(t testing.TB, name string) *core.Lease {
