@@ -172,3 +172,15 @@ func TestCancelledAtDeadlineIsDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A per-route wait of 0 is one attempt, not "unset": a held name is busy at
+// once, although the Locker would wait.
+func TestRouteWaitZeroIsOneAttempt(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil, core.WithWait(time.Minute))
+	name := adaptertest.Uniq(t)
+	adaptertest.NewEnv(t, nil).Hold(t, name)
+	_, err := (&Config{WaitSet: true}).Acquire(context.Background(), e.Locker, name, "/r", 0)
+	if !errors.Is(err, core.ErrTimeout) || e.RT.N.Load() != 1 {
+		t.Fatalf("%v after %d attempts, want ErrTimeout after 1", err, e.RT.N.Load())
+	}
+}
