@@ -44,7 +44,14 @@ func (l *Lease) Handoff(ctx context.Context, req *Request) (*Lease, error) {
 	}
 	l.mu.Lock()
 	if l.deleted || l.lost || l.handedOff {
+		// A lease lost by its watchdog may still hold its key, and nobody
+		// ran its release: delete it rather than strand it until its TTL.
+		undo := l.lost && !l.deleted && !l.handedOff
+		l.deleted = l.deleted || undo
 		l.mu.Unlock()
+		if undo {
+			l.locker.undo(ctx, l.key, l.token)
+		}
 		return nil, fmt.Errorf("%w: handoff %q: the lease was released or lost", ErrNotHeld, l.name)
 	}
 	l.handedOff = true

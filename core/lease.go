@@ -188,6 +188,18 @@ func (l *Lease) closeDoneLocked() {
 	}
 }
 
+// Lost reports whether the lease lost its lock before it was released or
+// handed off: the watchdog gave up renewing it, Extend found the key gone, or
+// its validity (ValidUntil) passed. Done is closed then. Telemetry handlers
+// and local-lock handlers check it at release time. A nested lease reports
+// its outermost lease's state.
+func (l *Lease) Lost() bool {
+	l = l.outer()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost || (!l.released && !l.handedOff && !time.Now().Before(l.validUntil))
+}
+
 // errReleasePanicked is what Release reports after a handler panicked in it.
 var errReleasePanicked = errors.New("reqlock: release: the handler chain panicked")
 

@@ -107,7 +107,9 @@ func (l *Locker) Err() error {
 // held, Acquire returns a nested lease at once, with no Redis call and no
 // handler. Releasing the nested lease releases nothing; the name is released
 // when the outermost lease is. So a service function can lock "order:42"
-// whether or not the route's middleware already did.
+// whether or not the route's middleware already did. Reentrancy goes by
+// context, not by goroutine: goroutines that share a context carrying the
+// lease all get nested leases, and run at once.
 func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	if l.err != nil {
 		return nil, l.err

@@ -64,7 +64,12 @@ func (l *Locker) renewEvery(ttl time.Duration) time.Duration {
 // ours in Redis, not after it may have passed to someone else.
 func (l *Lease) renew(ctx context.Context, w *watchdog) {
 	defer close(w.exited)
-	timer := time.NewTimer(l.locker.renewEvery(l.TTL()))
+	ttl := l.TTL()
+	every := l.locker.renewEvery(ttl)
+	// First renewal when a fresh lease of this TTL would make it: a lease
+	// handed off without a round trip inherits an older expiry.
+	first := min(every, max(0, time.Until(l.ValidUntil())-(ttl-ttl/100-2*time.Millisecond-every)))
+	timer := time.NewTimer(first)
 	defer timer.Stop()
 	for {
 		select {

@@ -157,3 +157,105 @@ func TestWatchdogCutClosesDoneBeforeTheLockExpires(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchdogOfAHandedOffLease checks that a lease handed off without a
+// round trip, which inherits an older expiry, is renewed in time: its
+// watchdog must not wait a full interval from the handoff.
+func TestWatchdogOfAHandedOffLease(t *testing.T) {
+	leakCheck(t)
+	const ttl = 300 * time.Millisecond
+	e := newEnv(t, nil, core.WithTTL(ttl), core.WithWatchdog(), core.WithWatchdogInterval(140*time.Millisecond))
+	ctx := context.Background()
+	first, err := e.locker.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(25 * time.Millisecond)
+	second, err := first.Handoff(ctx, &core.Request{Name: first.Name(), Key: first.Key(), TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Release(ctx)
+	select {
+	case <-second.Done():
+		t.Fatalf("the handed-off lease was given up %v after the handoff; Redis holds %q", time.Since(first.ValidUntil().Add(-ttl)), e.client.Get(ctx, second.Key()).Val())
+	case <-time.After(3 * ttl):
+	}
+	if second.Lost() || e.client.Get(ctx, second.Key()).Val() != second.Token() {
+		t.Fatal("the handed-off lease is not held after three TTLs with the watchdog on")
+	}
+}
+
+// TestHandoffOfALeaseTheWatchdogGaveUp: a lease lost by its watchdog (Redis
+// unreachable) may still hold its key once Redis is back, and no release ran.
+// Handing it off must fail and delete the key rather than strand it.
+func TestHandoffOfALeaseTheWatchdogGaveUp(t *testing.T) {
+	leakCheck(t)
+	const ttl = 900 * time.Millisecond
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	opts := srv.Options()
+	opts.Addr = p.Addr()
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	admin := srv.Client(t)
+	l := core.New(client, core.WithTTL(ttl), core.WithWatchdog(), core.WithIOTimeout(50*time.Millisecond))
+	ctx := context.Background()
+	lease, err := l.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole()
+	select {
+	case <-lease.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done stayed open with Redis unreachable")
+	}
+	p.Restore()
+	if !lease.Lost() {
+		t.Fatal("Lost() = false after the watchdog gave up")
+	}
+	if admin.Get(ctx, lease.Key()).Val() != lease.Token() {
+		t.Skip("the key expired before the check; nothing left to strand")
+	}
+	_, err = lease.Handoff(ctx, &core.Request{Name: lease.Name(), Key: lease.Key(), TTL: ttl})
+	if !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("Handoff of a lost lease = %v, want ErrNotHeld", err)
+	}
+	if n := admin.Exists(ctx, lease.Key()).Val(); n != 0 {
+		t.Fatalf("the lost lease's key is left in Redis with no holder (PTTL %v)", admin.PTTL(ctx, lease.Key()).Val())
+	}
+	_ = lease.Release(ctx)
+}
+
+func TestLost(t *testing.T) {
+	leakCheck(t)
+	e := newEnv(t, nil, core.WithTTL(100*time.Millisecond))
+	ctx := context.Background()
+	lease, err := e.locker.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested, err := e.locker.Acquire(core.ContextWithLease(ctx, lease), lease.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Lost() || nested.Lost() {
+		t.Fatal("a fresh lease reports Lost")
+	}
+	<-lease.Done()
+	if !lease.Lost() || !nested.Lost() {
+		t.Fatal("a lease past its validity does not report Lost")
+	}
+	_ = lease.Release(ctx)
+	released, err := e.locker.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := released.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if released.Lost() {
+		t.Fatal("a released lease reports Lost")
+	}
+}

@@ -19,8 +19,19 @@
 //   - 500 for set-up mistakes (an invalid option, a nil Locker or Func).
 //
 // JSON errors have the form {"error": "..."}; every error is also attached to
-// the gin context (c.Error) for logging middleware. WithErrorHandler replaces
-// these answers.
+// the gin context (c.Error) for logging middleware. WithErrorHandler and
+// WithBusyHandler replace these answers; the chain is aborted whatever they
+// do, so the handler never runs without its lock. Only WithFailOpen (or
+// WithFailOpenHook, which also reports the storage error) lets a request
+// through unlocked, and only when Redis is unavailable.
+//
+// # Wait budget and TTL
+//
+// WithWait and WithTTL set them per route; a per-request value wins over
+// them (see Option): WithTTLFunc, or core.ContextWithTTL and
+// core.ContextWithWait set on the request context by an earlier middleware.
+// The wait bounds the waiting for another holder, not a Redis call, which
+// ends at the Locker's I/O timeout.
 //
 // # The handler's side
 //
@@ -31,7 +42,26 @@
 // returns a nested lease without a Redis call. A JSON body read to derive the
 // name (keyfunc.Field) is put back, so the handler binds it as usual. The
 // lock is released when the chain returns, also when a handler panics (the
-// panic goes on to the recovery middleware).
+// panic goes on to the recovery middleware); middleware before this one then
+// finds its own request context again in c.Request.
+//
+// # Reentrancy needs c.Request.Context(), not c
+//
+// Pass c.Request.Context() to the Locker and to service functions, not the
+// *gin.Context itself:
+//
+//	lease, err := locker.Acquire(c.Request.Context(), "order:"+c.Param("id")) // nested, no Redis call
+//
+// A *gin.Context is a context.Context, but unless the engine has
+// ContextWithFallback set it does not forward values (nor cancellation) of
+// the request context: Acquire(c, name) does not find the middleware's
+// lease, waits for the request's own lock and fails with core.ErrTimeout
+// once its wait budget is spent.
+//
+// Reentrancy goes by context, not by goroutine: only code given the handler's
+// context (or one derived from it) shares the lease. A goroutine started with
+// context.Background(), or another request for the same name, waits like any
+// other holder would.
 //
 // The route template (c.FullPath()) labels the acquire for telemetry
 // (core.ContextWithRoute); lock names never do.

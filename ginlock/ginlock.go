@@ -2,6 +2,7 @@ package ginlock
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -44,26 +45,31 @@ func New(l *core.Locker, key keyfunc.Func, opts ...Option) gin.HandlerFunc {
 			cfg.fail(c, err)
 			return
 		}
-		var ttl = cfg.TTL
+		var ttl time.Duration
 		if cfg.ttlFunc != nil {
-			if t := cfg.ttlFunc(c); t > 0 {
-				ttl = t
-			}
+			ttl = cfg.ttlFunc(c)
 		}
-		lease, err := cfg.Acquire(c.Request.Context(), l, name, c.FullPath(), ttl)
+		parent := c.Request.Context()
+		lease, err := cfg.Acquire(parent, l, name, c.FullPath(), ttl)
 		if err != nil {
 			if cfg.FailOpen && adapter.Classify(err) == adapter.Unavailable {
 				_ = c.Error(err)
+				if cfg.onFailOpen != nil {
+					cfg.onFailOpen(c, err)
+				}
 				c.Next()
 				return
 			}
 			cfg.fail(c, err)
 			return
 		}
-		ctx, stop := adapter.Hold(c.Request.Context(), lease)
+		ctx, stop := adapter.Hold(parent, lease)
 		c.Request = c.Request.WithContext(ctx)
 		defer func() { // also when a handler panics
 			stop()
+			// Middleware before this one gets its own context back, not the
+			// lease's, which is cancelled now.
+			c.Request = c.Request.WithContext(parent)
 			if err := lease.Release(ctx); err != nil {
 				_ = c.Error(err)
 			}
@@ -77,8 +83,10 @@ func Lease(c *gin.Context) *core.Lease {
 	return core.LeaseFromContext(c.Request.Context())
 }
 
-// fail answers a request whose lock could not be taken.
+// fail answers a request whose lock could not be taken, and aborts the
+// chain whatever a custom handler did: the handler must not run unlocked.
 func (cfg *config) fail(c *gin.Context, err error) {
+	defer c.Abort()
 	_ = c.Error(err)
 	kind := adapter.Classify(err)
 	switch {

@@ -302,24 +302,36 @@ func TestTTLOptionsAndRouteLabel(t *testing.T) {
 	e := adaptertest.NewEnv(t, nil, core.WithHandlers(label))
 	var pttl time.Duration
 	handler := func(c *gin.Context) { pttl = e.Client.PTTL(c, ginlock.Lease(c).Key()).Val() }
+	slow := ginlock.WithTTLFunc(func(c *gin.Context) time.Duration {
+		if c.Query("slow") != "" {
+			return 2 * time.Hour
+		}
+		return 0
+	})
 	cases := []struct {
-		opts []ginlock.Option
-		path string
-		min  time.Duration
-		max  time.Duration
+		ctxTTL time.Duration // set by an earlier middleware with core.ContextWithTTL
+		opts   []ginlock.Option
+		path   string
+		min    time.Duration
+		max    time.Duration
 	}{
-		{nil, "/orders/1", 9 * time.Second, 10 * time.Second},
-		{[]ginlock.Option{ginlock.WithTTL(time.Minute)}, "/orders/2", 59 * time.Second, time.Minute},
-		{[]ginlock.Option{ginlock.WithTTL(time.Minute), ginlock.WithTTLFunc(func(c *gin.Context) time.Duration {
-			if c.Query("slow") != "" {
-				return time.Hour
-			}
-			return 0
-		})}, "/orders/3?slow=1", 59 * time.Minute, time.Hour},
+		{0, nil, "/orders/1", 9 * time.Second, 10 * time.Second},
+		{0, []ginlock.Option{ginlock.WithTTL(time.Minute)}, "/orders/2", 59 * time.Second, time.Minute},
+		{0, []ginlock.Option{ginlock.WithTTL(time.Minute), slow}, "/orders/3?slow=1", 119 * time.Minute, 2 * time.Hour},
+		{0, []ginlock.Option{ginlock.WithTTL(time.Minute), slow}, "/orders/4", 59 * time.Second, time.Minute},
+		{time.Hour, []ginlock.Option{ginlock.WithTTL(time.Minute)}, "/orders/5", 59 * time.Minute, time.Hour},
+		{time.Hour, []ginlock.Option{ginlock.WithTTL(time.Minute), slow}, "/orders/6?slow=1", 119 * time.Minute, 2 * time.Hour},
 	}
 	for _, tc := range cases {
-		if w := do(router(ginlock.New(e.Locker, orderKey, tc.opts...), handler), context.Background(), tc.path, ""); w.Code != http.StatusOK || pttl < tc.min || pttl > tc.max {
-			t.Errorf("%s: status %d, PTTL %v, want in [%v, %v]", tc.path, w.Code, pttl, tc.min, tc.max)
+		lock := ginlock.New(e.Locker, orderKey, tc.opts...)
+		mw := func(c *gin.Context) {
+			if tc.ctxTTL > 0 {
+				c.Request = c.Request.WithContext(core.ContextWithTTL(c.Request.Context(), tc.ctxTTL))
+			}
+			lock(c)
+		}
+		if w := do(router(mw, handler), context.Background(), tc.path, ""); w.Code != http.StatusOK || pttl < tc.min || pttl > tc.max {
+			t.Errorf("%s (context TTL %v): status %d, PTTL %v, want in [%v, %v]", tc.path, tc.ctxTTL, w.Code, pttl, tc.min, tc.max)
 		}
 	}
 	if _, ok := routes.Load("/orders/:id"); !ok {
@@ -368,19 +380,107 @@ func TestReentrantInHandler(t *testing.T) {
 	}
 }
 
-func Example() {
-	client := adaptertest.NewClient()
-	defer client.Close()
-	locker := core.New(client, core.WithWait(2*time.Second))
+// TestCustomHandlersNeverRunTheChainUnlocked: busy and error handlers that
+// answer but forget c.Abort() still stop the chain: the handler never runs
+// without the lock.
+func TestCustomHandlersNeverRunTheChainUnlocked(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil)
+	id := adaptertest.Uniq(t)
+	e.Hold(t, "order:"+id)
+	answer := func(c *gin.Context, err error) { c.JSON(http.StatusTeapot, gin.H{"error": "custom"}) } // no c.Abort()
+	for name, tc := range map[string]struct {
+		mw   gin.HandlerFunc
+		path string
+	}{
+		"busy handler":             {ginlock.New(e.Locker, orderKey, ginlock.WithWait(time.Millisecond), ginlock.WithBusyHandler(answer)), "/orders/" + id},
+		"error handler, busy":      {ginlock.New(e.Locker, orderKey, ginlock.WithWait(time.Millisecond), ginlock.WithErrorHandler(answer)), "/orders/" + id},
+		"error handler, bad key":   {ginlock.New(e.Locker, keyfunc.Header("X-Tenant"), ginlock.WithErrorHandler(answer)), "/orders/1"},
+		"error handler, bad setup": {ginlock.New(e.Locker, orderKey, ginlock.WithTTL(-1), ginlock.WithErrorHandler(answer)), "/orders/1"},
+	} {
+		var ran atomic.Bool
+		w := do(router(tc.mw, func(c *gin.Context) { ran.Store(true) }), context.Background(), tc.path, "")
+		if w.Code != http.StatusTeapot || ran.Load() {
+			t.Errorf("%s: status %d, handler ran: %v", name, w.Code, ran.Load())
+		}
+	}
+}
 
-	r := gin.New()
-	key, _ := keyfunc.Template("order:{param.id}")
-	r.POST("/orders/:id/pay", ginlock.New(locker, key), func(c *gin.Context) {
-		c.String(http.StatusOK, "paid under %s", ginlock.Lease(c).Name())
-	})
+// TestOuterMiddlewareKeepsItsContext: after c.Next() returns, a middleware
+// before ginlock (an audit log, a metrics push) finds the request context it
+// had, not the lease's, which is cancelled once the lock is released.
+func TestOuterMiddlewareKeepsItsContext(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil)
+	for name, h := range map[string]gin.HandlerFunc{"handler returns": ok, "handler panics": func(*gin.Context) { panic("bug") }} {
+		var before, after context.Context
+		var inside *core.Lease
+		r := gin.New()
+		r.Use(func(c *gin.Context) {
+			before = c.Request.Context()
+			defer func() {
+				after = c.Request.Context()
+				if recover() != nil {
+					c.AbortWithStatus(http.StatusInternalServerError)
+				}
+			}()
+			c.Next()
+		})
+		r.POST("/orders/:id", ginlock.New(e.Locker, orderKey), func(c *gin.Context) { inside = ginlock.Lease(c); h(c) })
+		do(r, context.Background(), "/orders/"+adaptertest.Uniq(t), "")
+		if inside == nil || after != before || after.Err() != nil || core.LeaseFromContext(after) != nil {
+			t.Errorf("%s: locked inside: %v; after Next, the context is the one before: %v (err %v, carries a lease: %v)",
+				name, inside != nil, after == before, after.Err(), core.LeaseFromContext(after) != nil)
+		}
+	}
+}
 
-	w := httptest.NewRecorder()
-	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/orders/42/pay", nil))
-	fmt.Println(w.Code, w.Body)
-	// Output: 200 paid under order:42
+// TestStalledRedisIs503OrFailOpen: a Redis that accepts connections but
+// never replies is unavailable, not busy, even with a per-route wait shorter
+// than the I/O timeout; fail-open then runs the handler and reports the
+// storage error to its hook.
+func TestStalledRedisIs503OrFailOpen(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	l := adaptertest.Stalled(t, core.WithIOTimeout(200*time.Millisecond))
+	var ran atomic.Int64
+	handler := func(c *gin.Context) { ran.Add(1); c.Status(http.StatusOK) }
+	w := do(router(ginlock.New(l, orderKey, ginlock.WithWait(20*time.Millisecond)), handler), context.Background(), "/orders/1", "")
+	if w.Code != http.StatusServiceUnavailable || ran.Load() != 0 {
+		t.Fatalf("fail-closed: status %d, handler ran %d", w.Code, ran.Load())
+	}
+	var seen error
+	mw := ginlock.New(l, orderKey, ginlock.WithWait(20*time.Millisecond), ginlock.WithFailOpenHook(func(c *gin.Context, err error) { seen = err }))
+	w = do(router(mw, handler), context.Background(), "/orders/1", "")
+	if w.Code != http.StatusOK || ran.Load() != 1 || !errors.Is(seen, core.ErrStorage) {
+		t.Fatalf("fail-open: status %d, handler ran %d, hook got %v", w.Code, ran.Load(), seen)
+	}
+}
+
+// TestReentrancyNeedsTheRequestContext: the lease is in c.Request.Context().
+// A *gin.Context passed as the context forwards it only when the engine has
+// ContextWithFallback; otherwise the nested Acquire waits for the request's
+// own lock and times out.
+func TestReentrancyNeedsTheRequestContext(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil, core.WithWait(20*time.Millisecond))
+	for _, fallback := range []bool{true, false} {
+		var err error
+		var calls int64
+		r := router(ginlock.New(e.Locker, orderKey), func(c *gin.Context) {
+			before := e.RT.N.Load()
+			var lease *core.Lease
+			if lease, err = e.Locker.Acquire(c, "order:"+c.Param("id")); err == nil {
+				err = lease.Release(c)
+			}
+			calls = e.RT.N.Load() - before
+		})
+		r.ContextWithFallback = fallback
+		do(r, context.Background(), "/orders/"+adaptertest.Uniq(t), "")
+		if fallback && (err != nil || calls != 0) {
+			t.Errorf("with ContextWithFallback: %v after %d Redis calls, want a nested lease without one", err, calls)
+		}
+		if !fallback && !errors.Is(err, core.ErrTimeout) {
+			t.Errorf("without ContextWithFallback: %v, want ErrTimeout (the lease is not found through c)", err)
+		}
+	}
 }

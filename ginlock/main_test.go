@@ -8,7 +8,11 @@ import (
 	"github.com/reqlock/reqlock/internal/adaptertest"
 )
 
+// redisAddr is the address the examples connect to: the tests' own
+// redis-server.
+var redisAddr = "localhost:6379"
+
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.ReleaseMode)
-	adaptertest.Main(m)
+	adaptertest.Main(m, func() { redisAddr = adaptertest.Shared.Addr() })
 }

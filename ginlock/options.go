@@ -9,26 +9,35 @@ import (
 )
 
 // Option configures the middleware.
+//
+// Per-request settings win over per-route ones, which win over the
+// Locker's. The TTL of a lock is WithTTLFunc's result when positive, else a
+// TTL set on the request context by an earlier middleware
+// (core.ContextWithTTL), else WithTTL's, else the Locker's (core.WithTTL).
+// The wait budget is one set on the request context (core.ContextWithWait),
+// else WithWait's, else the Locker's (core.WithWait).
 type Option func(*config)
 
 type config struct {
 	adapter.Config
-	ttlFunc func(*gin.Context) time.Duration
-	onError func(*gin.Context, error)
-	onBusy  func(*gin.Context, error)
-	skip    func(*gin.Context) bool
-	maxBody int64
+	ttlFunc    func(*gin.Context) time.Duration
+	onError    func(*gin.Context, error)
+	onBusy     func(*gin.Context, error)
+	onFailOpen func(*gin.Context, error)
+	skip       func(*gin.Context) bool
+	maxBody    int64
 }
 
 // WithTTL sets the TTL of the locks this middleware takes (per route),
-// instead of the Locker's. A TTL set earlier with core.ContextWithTTL is
-// overridden too.
+// instead of the Locker's. A per-request TTL (WithTTLFunc, or
+// core.ContextWithTTL set by an earlier middleware) overrides it.
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) { c.TTL = ttl }
 }
 
 // WithTTLFunc sets a per-request TTL: f's result when positive, else the
-// per-route or Locker's TTL. Use it for requests known to be slow.
+// TTL on the request context (core.ContextWithTTL), WithTTL's or the
+// Locker's. Use it for requests known to be slow.
 func WithTTLFunc(f func(c *gin.Context) time.Duration) Option {
 	return func(c *config) {
 		if f == nil {
@@ -38,11 +47,16 @@ func WithTTLFunc(f func(c *gin.Context) time.Duration) Option {
 	}
 }
 
-// WithWait sets the wait budget of this route: how long a request waits for
-// a busy name before it is answered 409. It can shorten the Locker's budget
-// (core.WithWait), not lengthen it.
+// WithWait sets the wait budget of this route, instead of the Locker's
+// (core.WithWait): how long a request waits for a busy name before it is
+// answered 409. It may be longer or shorter than the Locker's; 0 means one
+// attempt, no waiting. The request's deadline cuts it; a wait set on the
+// request context by an earlier middleware (core.ContextWithWait) overrides
+// it. It bounds the waiting for another holder only: a Redis call in flight
+// ends at the Locker's I/O timeout, so a stalled Redis is answered 503 (or
+// fails open), never 409.
 func WithWait(wait time.Duration) Option {
-	return func(c *config) { c.Wait = wait }
+	return func(c *config) { c.Wait, c.WaitSet = wait, true }
 }
 
 // WithRetryAfter sets the Retry-After header of the default busy answer, in
@@ -51,18 +65,31 @@ func WithRetryAfter(d time.Duration) Option {
 	return func(c *config) { c.RetryAfter = d }
 }
 
-// WithFailOpen runs the handler without a lock when Redis is unavailable,
-// instead of answering 503. The storage error is attached to the gin context
-// (c.Error), and Lease(c) returns nil. Choose it only for routes where a
-// duplicate run is cheaper than an outage.
+// WithFailOpen runs the handler without a lock when Redis is unavailable
+// (core.ErrStorage only), instead of answering 503. The storage error is
+// attached to the gin context (c.Error), and Lease(c) returns nil. Choose it
+// only for routes where a duplicate run is cheaper than an outage.
 func WithFailOpen() Option {
 	return func(c *config) { c.FailOpen = true }
 }
 
+// WithFailOpenHook is WithFailOpen, and calls f with the storage error
+// before the handler runs unlocked, to log or count the requests that ran
+// without a lock. f must not write the response or abort the chain.
+func WithFailOpenHook(f func(c *gin.Context, err error)) Option {
+	return func(c *config) {
+		if f == nil {
+			c.Invalid("ginlock: WithFailOpenHook: nil function")
+		}
+		c.FailOpen, c.onFailOpen = true, f
+	}
+}
+
 // WithErrorHandler replaces the answers to every failure except a gone
-// client: f must write the response and abort the chain (c.Abort). err wraps
-// the sentinel of its kind (keyfunc.ErrMissing, core.ErrTimeout,
-// core.ErrStorage...). A busy name goes to the busy handler if one is set.
+// client: f writes the response; the chain is aborted whatever f does, so
+// that the handler never runs without the lock. err wraps the sentinel of
+// its kind (keyfunc.ErrMissing, core.ErrTimeout, core.ErrStorage...). A busy
+// name goes to the busy handler if one is set.
 func WithErrorHandler(f func(c *gin.Context, err error)) Option {
 	return func(c *config) {
 		if f == nil {
@@ -73,8 +100,8 @@ func WithErrorHandler(f func(c *gin.Context, err error)) Option {
 }
 
 // WithBusyHandler replaces the answer to a name that stayed busy for the
-// whole wait budget (err wraps core.ErrTimeout): f must write the response and
-// abort the chain.
+// whole wait budget (err wraps core.ErrTimeout): f writes the response; the
+// chain is aborted whatever f does.
 func WithBusyHandler(f func(c *gin.Context, err error)) Option {
 	return func(c *config) {
 		if f == nil {

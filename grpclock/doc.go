@@ -28,18 +28,30 @@
 //   - Aborted: the name stayed busy for the whole wait budget (core.ErrTimeout);
 //   - Unavailable: Redis is unavailable (core.ErrStorage), unless WithFailOpen;
 //   - Canceled, DeadlineExceeded: the caller cancelled, or its deadline passed,
-//     while the call waited for its lock;
+//     while the call waited for its lock (a call that the server cancels at
+//     its deadline counts as DeadlineExceeded);
 //   - Internal: a set-up mistake (an invalid option, a bad field path).
 //
-// WithErrorHandler replaces this mapping.
+// WithErrorHandler replaces this mapping; when it returns nil, the default
+// status is returned all the same: a failure to lock never runs the handler.
+// Only WithFailOpen (or WithFailOpenHook, which also reports the storage
+// error) runs it unlocked, and only when Redis is unavailable.
+//
+// WithWait and WithTTL set the wait budget and TTL per method; a per-call
+// value wins over them (see Option): WithTTLFunc, or core.ContextWithTTL and
+// core.ContextWithWait set on the call's context by an earlier interceptor.
+// The wait bounds the waiting for another holder, not a Redis call, which
+// ends at the Locker's I/O timeout.
 //
 // # The handler's side
 //
 // The handler's context carries the lease — LeaseFromContext returns it — and
 // is cancelled when the lease is lost, its cause then wrapping
 // core.ErrNotHeld. Because the context carries the lease, the Locker's
-// Acquire of the same name inside the handler is reentrant. The lock is
-// released when the handler returns, also when it panics. The method labels
+// Acquire of the same name inside the handler is reentrant. Reentrancy goes
+// by context, not by goroutine: only code given the handler's context (or
+// one derived from it) shares the lease. The lock is released when the
+// handler returns, also when it panics. The method labels
 // the acquire for telemetry (core.ContextWithRoute); lock names never do.
 //
 // # Streams

@@ -102,6 +102,9 @@ func (in *interceptor) lock(ctx context.Context, src *source) (*core.Lease, erro
 	lease, err := in.cfg.Acquire(ctx, in.locker, name, src.method, ttl)
 	if err != nil {
 		if in.cfg.FailOpen && adapter.Classify(err) == adapter.Unavailable {
+			if in.cfg.onFailOpen != nil {
+				in.cfg.onFailOpen(ctx, err)
+			}
 			return nil, nil
 		}
 		return nil, in.fail(ctx, err)
@@ -114,9 +117,13 @@ func (in *interceptor) release(ctx context.Context, lease *core.Lease, stop func
 	_ = lease.Release(ctx) // on failure the lock expires with its TTL
 }
 
+// fail returns the error a call fails with when its lock could not be taken:
+// never nil, which would run the handler unlocked.
 func (in *interceptor) fail(ctx context.Context, err error) error {
 	if in.cfg.onError != nil {
-		return in.cfg.onError(ctx, err)
+		if e := in.cfg.onError(ctx, err); e != nil {
+			return e
+		}
 	}
 	return ToStatus(err)
 }

@@ -69,45 +69,34 @@ func TestUnaryStatusCodes(t *testing.T) {
 	dead := adaptertest.NewEnv(t, down, core.WithIOTimeout(300*time.Millisecond))
 	down.Stop()
 
-	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancelShort()
-	gone, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
 	tenantKey := must(keyfunc.Template("order:{field.order.id}:{header.x-tenant}"))
 	var custom error
 	for _, tc := range []struct {
 		name string
 		icpt grpc.UnaryServerInterceptor
-		ctx  context.Context
 		req  *testsvc.Request
 		code codes.Code
 		lock string
 	}{
-		{"locked", grpclock.UnaryServerInterceptor(e.Locker, orderKey), nil, order("free" + id), codes.OK, "order:free" + keyfunc.Escape(id)},
-		{"missing field", grpclock.UnaryServerInterceptor(e.Locker, orderKey), nil, &testsvc.Request{}, codes.InvalidArgument, ""},
-		{"empty field", grpclock.UnaryServerInterceptor(e.Locker, orderKey), nil, order(""), codes.InvalidArgument, ""},
-		{"missing metadata", grpclock.UnaryServerInterceptor(e.Locker, tenantKey), nil, order("1"), codes.InvalidArgument, ""},
-		{"busy", grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithWait(20*time.Millisecond)), nil, order(id), codes.Aborted, ""},
-		{"redis down", grpclock.UnaryServerInterceptor(dead.Locker, orderKey), nil, order("1"), codes.Unavailable, ""},
-		{"fail open", grpclock.UnaryServerInterceptor(dead.Locker, orderKey, grpclock.WithFailOpen()), nil, order("1"), codes.OK, "<none>"},
-		{"caller deadline", grpclock.UnaryServerInterceptor(e.Locker, orderKey), short, order(id), codes.DeadlineExceeded, ""},
-		{"caller cancel", grpclock.UnaryServerInterceptor(e.Locker, orderKey), gone, order(id), codes.Canceled, ""},
-		{"bad field path", grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Field("order.nope")), nil, order("1"), codes.Internal, ""},
-		{"path param", grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Param("id")), nil, order("1"), codes.Internal, ""},
-		{"invalid option", grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithWait(-1)), nil, order("1"), codes.Internal, ""},
+		{"locked", grpclock.UnaryServerInterceptor(e.Locker, orderKey), order("free" + id), codes.OK, "order:free" + keyfunc.Escape(id)},
+		{"missing field", grpclock.UnaryServerInterceptor(e.Locker, orderKey), &testsvc.Request{}, codes.InvalidArgument, ""},
+		{"empty field", grpclock.UnaryServerInterceptor(e.Locker, orderKey), order(""), codes.InvalidArgument, ""},
+		{"missing metadata", grpclock.UnaryServerInterceptor(e.Locker, tenantKey), order("1"), codes.InvalidArgument, ""},
+		{"busy", grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithWait(20*time.Millisecond)), order(id), codes.Aborted, ""},
+		{"redis down", grpclock.UnaryServerInterceptor(dead.Locker, orderKey), order("1"), codes.Unavailable, ""},
+		{"fail open", grpclock.UnaryServerInterceptor(dead.Locker, orderKey, grpclock.WithFailOpen()), order("1"), codes.OK, "<none>"},
+		{"bad field path", grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Field("order.nope")), order("1"), codes.Internal, ""},
+		{"path param", grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Param("id")), order("1"), codes.Internal, ""},
+		{"invalid option", grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithWait(-1)), order("1"), codes.Internal, ""},
 		{"error handler", grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithWait(time.Millisecond),
 			grpclock.WithErrorHandler(func(ctx context.Context, err error) error {
 				custom = err
 				return status.Error(codes.ResourceExhausted, "later")
-			})), nil, order(id), codes.ResourceExhausted, ""},
+			})), order(id), codes.ResourceExhausted, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := serve(t, &service{do: lockName}, grpc.UnaryInterceptor(tc.icpt))
-			ctx := tc.ctx
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			reply, err := client.Do(ctx, tc.req)
+			reply, err := client.Do(context.Background(), tc.req)
 			if status.Code(err) != tc.code || (err == nil && reply.Lock != tc.lock) {
 				t.Fatalf("got %v, %v; want %v, lock %q", reply, err, tc.code, tc.lock)
 			}
@@ -118,9 +107,6 @@ func TestUnaryStatusCodes(t *testing.T) {
 	}
 }
 
-// The caller's deadline is seen on the server as a context deadline:
-// DeadlineExceeded reaches the caller either way, so check the server's
-// classification directly too.
 func TestToStatus(t *testing.T) {
 	for err, code := range map[error]codes.Code{
 		keyfunc.ErrMissing: codes.InvalidArgument, keyfunc.ErrUnreadable: codes.InvalidArgument,
@@ -339,5 +325,164 @@ func TestUnderSelector(t *testing.T) {
 		if got, err := chatOnce(t, client, context.Background(), order("7")); err != nil || len(got) != 1 || got[0] != wantStream {
 			t.Errorf("selector of %s: Chat got %q, %v; want %q", method, got, err, wantStream)
 		}
+	}
+}
+
+// recorder is an interceptor placed before grpclock that reports, on got,
+// the error the rest of the server chain returned for each call: what the
+// server produced, whatever the client saw. entered is signalled (without
+// blocking) when a call reaches it.
+type recorder struct {
+	entered chan struct{}
+	got     chan error
+}
+
+func newRecorder() *recorder {
+	return &recorder{entered: make(chan struct{}, 1), got: make(chan error, 1)}
+}
+
+func (r *recorder) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	select {
+	case r.entered <- struct{}{}:
+	default:
+	}
+	resp, err := handler(ctx, req)
+	r.got <- err
+	return resp, err
+}
+
+// result waits for the error the server produced.
+func (r *recorder) result(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.got:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not finish the call within 10 s")
+		return nil
+	}
+}
+
+// deadlineOnly has a deadline that it never enforces: the client sends it
+// (grpc-timeout) but does not give up at it, so the call's end is the
+// server's doing, not a race with the client's cancellation.
+type deadlineOnly struct {
+	context.Context
+	deadline time.Time
+}
+
+func (d deadlineOnly) Deadline() (time.Time, bool) { return d.deadline, true }
+
+// TestCallerDeadlineAndCancelSeenByServer: while the order is held, the
+// caller's deadline passing makes the server answer DeadlineExceeded, and the
+// caller going away makes it end the call with Canceled, with grpclock's own
+// messages (ToStatus).
+func TestCallerDeadlineAndCancelSeenByServer(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil, core.WithWait(time.Minute))
+	id := adaptertest.Uniq(t)
+	e.Hold(t, "order:"+keyfunc.Escape(id))
+	icpt := grpclock.UnaryServerInterceptor(e.Locker, orderKey)
+
+	t.Run("deadline", func(t *testing.T) {
+		rec := newRecorder()
+		client := serve(t, &service{do: lockName}, grpc.ChainUnaryInterceptor(rec.unary, icpt))
+		ctx := deadlineOnly{context.Background(), time.Now().Add(100 * time.Millisecond)}
+		// At the deadline the server cancels the call's context and resets
+		// the stream, so the client sees a cancellation; what matters is the
+		// status the server produced.
+		_, _ = client.Do(ctx, order(id))
+		want := grpclock.ToStatus(context.DeadlineExceeded)
+		if got := rec.result(t); status.Code(got) != codes.DeadlineExceeded || got.Error() != want.Error() {
+			t.Fatalf("the server produced %v, want DeadlineExceeded from ToStatus", got)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		rec := newRecorder()
+		client := serve(t, &service{do: lockName}, grpc.ChainUnaryInterceptor(rec.unary, icpt))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { _, err := client.Do(ctx, order(id)); done <- err }()
+		<-rec.entered // the call is on the server, waiting for the order
+		cancel()
+		want := grpclock.ToStatus(context.Canceled)
+		if got := rec.result(t); status.Code(got) != codes.Canceled || got.Error() != want.Error() {
+			t.Fatalf("the server produced %v, want Canceled from ToStatus", got)
+		}
+		if err := <-done; status.Code(err) != codes.Canceled {
+			t.Fatalf("the client got %v", err)
+		}
+	})
+}
+
+// TestErrorHandlerReturningNilNeverRunsUnlocked: an error handler that only
+// logs (returns nil) does not make the call proceed; it fails with the
+// default status instead, for unary calls and both kinds of stream.
+func TestErrorHandlerReturningNilNeverRunsUnlocked(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil)
+	id := adaptertest.Uniq(t)
+	e.Hold(t, "order:"+keyfunc.Escape(id))
+	e.Hold(t, "tenant:"+keyfunc.Escape(id))
+	var logged atomic.Int64
+	logOnly := grpclock.WithErrorHandler(func(ctx context.Context, err error) error { logged.Add(1); return nil })
+	var ran atomic.Int64
+	svc := &service{
+		do: func(ctx context.Context, req *testsvc.Request) (*testsvc.Reply, error) {
+			ran.Add(1)
+			return &testsvc.Reply{}, nil
+		},
+		chat: func(stream testsvc.Test_ChatServer) error { ran.Add(1); return chat(stream) },
+	}
+	byTenant := must(keyfunc.Template("tenant:{header.x-tenant}"))
+	client := serve(t, svc,
+		grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithWait(0), logOnly)),
+		grpc.StreamInterceptor(selectorByMetadata(
+			grpclock.StreamServerInterceptor(e.Locker, byTenant, grpclock.WithWait(0), logOnly),
+			grpclock.StreamServerInterceptor(e.Locker, orderKey, grpclock.WithWait(0), logOnly))))
+	if _, err := client.Do(context.Background(), order(id)); status.Code(err) != codes.Aborted || ran.Load() != 0 {
+		t.Errorf("unary: %v, handler ran %d", err, ran.Load())
+	}
+	got, err := chatOnce(t, client, context.Background(), order(id))
+	if status.Code(err) != codes.Aborted || len(got) != 0 {
+		t.Errorf("stream locked at the first message: %v, replies %q", err, got)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-tenant", id)
+	if _, err := chatOnce(t, client, ctx, order("1")); status.Code(err) != codes.Aborted || ran.Load() != 1 {
+		t.Errorf("stream locked by metadata: %v, handler ran %d (once for the first-message stream)", err, ran.Load())
+	}
+	if logged.Load() != 3 {
+		t.Errorf("the error handler saw %d failures, want 3", logged.Load())
+	}
+}
+
+// selectorByMetadata sends streams with x-tenant metadata to byMetadata,
+// others to other.
+func selectorByMetadata(byMetadata, other grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if md, _ := metadata.FromIncomingContext(ss.Context()); len(md.Get("x-tenant")) > 0 {
+			return byMetadata(srv, ss, info, handler)
+		}
+		return other(srv, ss, info, handler)
+	}
+}
+
+// TestStalledRedisIsUnavailableOrFailOpen: a Redis that accepts connections
+// but never replies gives Unavailable, not Aborted, even with a per-method
+// wait shorter than the I/O timeout; fail-open then runs the handler and
+// reports the storage error to its hook.
+func TestStalledRedisIsUnavailableOrFailOpen(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	l := adaptertest.Stalled(t, core.WithIOTimeout(200*time.Millisecond))
+	client := serve(t, &service{do: lockName}, grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(l, orderKey, grpclock.WithWait(20*time.Millisecond))))
+	if _, err := client.Do(context.Background(), order("1")); status.Code(err) != codes.Unavailable {
+		t.Fatalf("fail-closed: %v, want Unavailable", err)
+	}
+	var seen error
+	client = serve(t, &service{do: lockName}, grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(l, orderKey, grpclock.WithWait(20*time.Millisecond),
+		grpclock.WithFailOpenHook(func(ctx context.Context, err error) { seen = err }))))
+	if reply, err := client.Do(context.Background(), order("1")); err != nil || reply.Lock != "<none>" || !errors.Is(seen, core.ErrStorage) {
+		t.Fatalf("fail-open: %v, %v; the hook got %v", reply, err, seen)
 	}
 }

@@ -8,22 +8,31 @@ import (
 )
 
 // Option configures an interceptor.
+//
+// Per-call settings win over per-method ones, which win over the Locker's.
+// The TTL of a lock is WithTTLFunc's result when positive, else a TTL set on
+// the call's context by an earlier interceptor (core.ContextWithTTL), else
+// WithTTL's, else the Locker's (core.WithTTL). The wait budget is one set on
+// the call's context (core.ContextWithWait), else WithWait's, else the
+// Locker's (core.WithWait).
 type Option func(*config)
 
 type config struct {
 	adapter.Config
-	ttlFunc func(ctx context.Context, fullMethod string) time.Duration
-	onError func(ctx context.Context, err error) error
+	ttlFunc    func(ctx context.Context, fullMethod string) time.Duration
+	onError    func(ctx context.Context, err error) error
+	onFailOpen func(ctx context.Context, err error)
 }
 
-// WithTTL sets the TTL of the locks the interceptor takes, instead of the
-// Locker's.
+// WithTTL sets the TTL of the locks the interceptor takes (per method),
+// instead of the Locker's. A per-call TTL (WithTTLFunc, or
+// core.ContextWithTTL set by an earlier interceptor) overrides it.
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) { c.TTL = ttl }
 }
 
-// WithTTLFunc sets a per-call TTL: f's result when positive, else the
-// WithTTL or Locker's TTL.
+// WithTTLFunc sets a per-call TTL: f's result when positive, else the TTL
+// on the call's context (core.ContextWithTTL), WithTTL's or the Locker's.
 func WithTTLFunc(f func(ctx context.Context, fullMethod string) time.Duration) Option {
 	return func(c *config) {
 		if f == nil {
@@ -33,22 +42,44 @@ func WithTTLFunc(f func(ctx context.Context, fullMethod string) time.Duration) O
 	}
 }
 
-// WithWait sets the wait budget of the intercepted methods: how long a call
-// waits for a busy name before it fails with Aborted. It can shorten the
-// Locker's budget, not lengthen it; the caller's deadline cuts it too.
+// WithWait sets the wait budget of the intercepted methods, instead of the
+// Locker's (core.WithWait): how long a call waits for a busy name before it
+// fails with Aborted. It may be longer or shorter than the Locker's; 0 means
+// one attempt, no waiting. The caller's deadline cuts it; a wait set on the
+// call's context by an earlier interceptor (core.ContextWithWait) overrides
+// it. It bounds the waiting for another holder only: a Redis call in flight
+// ends at the Locker's I/O timeout, so a stalled Redis gives Unavailable (or
+// fails open), never Aborted.
 func WithWait(wait time.Duration) Option {
-	return func(c *config) { c.Wait = wait }
+	return func(c *config) { c.Wait, c.WaitSet = wait, true }
 }
 
-// WithFailOpen runs the handler without a lock when Redis is unavailable,
-// instead of failing with Unavailable; LeaseFromContext then returns nil.
+// WithFailOpen runs the handler without a lock when Redis is unavailable
+// (core.ErrStorage only), instead of failing with Unavailable;
+// LeaseFromContext then returns nil. The storage error is dropped: use
+// WithFailOpenHook to see it. Choose it only for methods where a duplicate
+// run is cheaper than an outage.
 func WithFailOpen() Option {
 	return func(c *config) { c.FailOpen = true }
 }
 
+// WithFailOpenHook is WithFailOpen, and calls f with the call's context and
+// the storage error before the handler runs unlocked, to log or count the
+// calls that ran without a lock.
+func WithFailOpenHook(f func(ctx context.Context, err error)) Option {
+	return func(c *config) {
+		if f == nil {
+			c.Invalid("grpclock: WithFailOpenHook: nil function")
+		}
+		c.FailOpen, c.onFailOpen = true, f
+	}
+}
+
 // WithErrorHandler replaces the status mapping: f receives every failure to
 // lock a call (err wraps the sentinel of its kind) and returns the error the
-// call fails with, typically a status error. ToStatus is the default.
+// call fails with, typically a status error. ToStatus is the default, and is
+// used when f returns nil: a failure to lock never lets the handler run
+// (only WithFailOpen does, when Redis is unavailable).
 func WithErrorHandler(f func(ctx context.Context, err error) error) Option {
 	return func(c *config) {
 		if f == nil {

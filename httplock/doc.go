@@ -11,15 +11,30 @@
 //	lock := httplock.New(locker, key)
 //	mux.Handle("POST /orders/{id}/pay", lock(pay))
 //
-// Routers that keep path parameters elsewhere pass them with WithPathParam.
+// Routers that keep path parameters and route templates elsewhere (chi,
+// gorilla/mux) pass them with WithPathParam and WithRoute; Request.Pattern
+// is empty there.
 //
 // The answers are those of ginlock: 400 with a JSON error naming a missing or
 // unreadable part, 409 with Retry-After when the name stayed busy, 503 when
 // Redis is unavailable (unless WithFailOpen) or the request's deadline passed
 // while waiting, 500 for set-up mistakes, and a bare 499 when the client went
-// away. The next handler's request context carries the lease (Lease returns
-// it), is cancelled when the lease is lost (cause wrapping core.ErrNotHeld),
-// and makes Acquire of the same name reentrant. A JSON body read by
-// keyfunc.Field is put back for the handler. The lock is released when the
-// handler returns or panics.
+// away. WithErrorHandler and WithBusyHandler replace them; the next handler
+// is never called after a failure, whatever they do. Only WithFailOpen (or
+// WithFailOpenHook, which also reports the storage error) calls it unlocked,
+// and only when Redis is unavailable.
+//
+// WithWait and WithTTL set the wait budget and TTL per route; a per-request
+// value wins over them (see Option): WithTTLFunc, or core.ContextWithTTL and
+// core.ContextWithWait set on the request context by an earlier middleware.
+// The wait bounds the waiting for another holder, not a Redis call, which
+// ends at the Locker's I/O timeout.
+//
+// The next handler gets a copy of the request whose context carries the
+// lease (Lease returns it), is cancelled when the lease is lost (cause
+// wrapping core.ErrNotHeld), and makes the Locker's Acquire of the same name
+// reentrant; the caller's request keeps its own context. Reentrancy goes by
+// context, not by goroutine: only code given that context (or one derived
+// from it) shares the lease. A JSON body read by keyfunc.Field is put back
+// for the handler. The lock is released when the handler returns or panics.
 package httplock

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/adapter"
@@ -38,7 +39,11 @@ func New(l *core.Locker, key keyfunc.Func, opts ...Option) func(http.Handler) ht
 				cfg.fail(w, r, setupErr)
 				return
 			}
-			src := &keyfunc.HTTPSource{Request: r, Pattern: r.Pattern, MaxBody: cfg.maxBody}
+			route := r.Pattern
+			if cfg.route != nil {
+				route = cfg.route(r)
+			}
+			src := &keyfunc.HTTPSource{Request: r, Pattern: route, MaxBody: cfg.maxBody}
 			if cfg.pathParam != nil {
 				src.PathParam = func(name string) string { return cfg.pathParam(r, name) }
 			}
@@ -47,15 +52,16 @@ func New(l *core.Locker, key keyfunc.Func, opts ...Option) func(http.Handler) ht
 				cfg.fail(w, r, err)
 				return
 			}
-			ttl := cfg.TTL
+			var ttl time.Duration
 			if cfg.ttlFunc != nil {
-				if t := cfg.ttlFunc(r); t > 0 {
-					ttl = t
-				}
+				ttl = cfg.ttlFunc(r)
 			}
-			lease, err := cfg.Acquire(r.Context(), l, name, r.Pattern, ttl)
+			lease, err := cfg.Acquire(r.Context(), l, name, route, ttl)
 			if err != nil {
 				if cfg.FailOpen && adapter.Classify(err) == adapter.Unavailable {
+					if cfg.onFailOpen != nil {
+						cfg.onFailOpen(r, err)
+					}
 					next.ServeHTTP(w, r)
 					return
 				}
@@ -67,6 +73,7 @@ func New(l *core.Locker, key keyfunc.Func, opts ...Option) func(http.Handler) ht
 				stop()
 				_ = lease.Release(ctx) // on failure the lock expires with its TTL
 			}()
+			// next gets a copy of r: the caller's r keeps its own context.
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
@@ -77,7 +84,8 @@ func Lease(r *http.Request) *core.Lease {
 	return core.LeaseFromContext(r.Context())
 }
 
-// fail answers a request whose lock could not be taken.
+// fail answers a request whose lock could not be taken. The next handler is
+// never called from here: a custom handler cannot make it run unlocked.
 func (cfg *config) fail(w http.ResponseWriter, r *http.Request, err error) {
 	kind := adapter.Classify(err)
 	switch {

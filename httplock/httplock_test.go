@@ -179,20 +179,128 @@ func TestBodyPanicLostLeaseAndRoute(t *testing.T) {
 	}
 }
 
-func Example() {
-	client := adaptertest.NewClient()
-	defer client.Close()
-	locker := core.New(client)
-	key, _ := keyfunc.Template("order:{param.id}")
-	lock := httplock.New(locker, key)
+// TestCustomHandlersNeverCallNext: the busy and error handlers answer, and the
+// next handler does not run, whatever they write (here: nothing at all).
+func TestCustomHandlersNeverCallNext(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	id := adaptertest.Uniq(t)
+	e.Hold(t, "order:"+id)
+	silent := func(http.ResponseWriter, *http.Request, error) {}
+	for name, tc := range map[string]struct {
+		mw   func(http.Handler) http.Handler
+		path string
+	}{
+		"busy handler":             {httplock.New(e.Locker, orderKey, httplock.WithWait(0), httplock.WithBusyHandler(silent)), "/orders/" + id},
+		"error handler, busy":      {httplock.New(e.Locker, orderKey, httplock.WithWait(0), httplock.WithErrorHandler(silent)), "/orders/" + id},
+		"error handler, bad key":   {httplock.New(e.Locker, keyfunc.Header("X-Tenant"), httplock.WithErrorHandler(silent)), "/orders/1"},
+		"error handler, bad setup": {httplock.New(e.Locker, orderKey, httplock.WithTTL(-1), httplock.WithErrorHandler(silent)), "/orders/1"},
+	} {
+		var ran atomic.Bool
+		do(mux(tc.mw, func(http.ResponseWriter, *http.Request) { ran.Store(true) }), context.Background(), tc.path, "")
+		if ran.Load() {
+			t.Errorf("%s: the next handler ran", name)
+		}
+	}
+}
 
-	mux := http.NewServeMux()
-	mux.Handle("POST /orders/{id}/pay", lock(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "paid under %s", httplock.Lease(r).Name())
-	})))
+// TestCallerKeepsItsRequestContext: the handler that called the middleware
+// keeps its own request, whose context is not the lease's and is not
+// cancelled when the lock is released.
+func TestCallerKeepsItsRequestContext(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil)
+	var inside *core.Lease
+	lock := mux(httplock.New(e.Locker, orderKey), func(w http.ResponseWriter, r *http.Request) { inside = httplock.Lease(r) })
+	var after context.Context
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lock.ServeHTTP(w, r)
+		after = r.Context()
+	})
+	do(outer, context.Background(), "/orders/"+adaptertest.Uniq(t), "")
+	if inside == nil || after.Err() != nil || core.LeaseFromContext(after) != nil {
+		t.Fatalf("locked inside: %v; the caller's context after: err %v, carries a lease: %v", inside != nil, after.Err(), core.LeaseFromContext(after) != nil)
+	}
+}
 
-	w := httptest.NewRecorder()
-	mux.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/orders/42/pay", nil))
-	fmt.Println(w.Code, w.Body)
-	// Output: 200 paid under order:42
+// TestWithRouteForOtherRouters: a router that sets no Request.Pattern (chi,
+// gorilla/mux) gives the route with WithRoute and path parameters with
+// WithPathParam; the route is the {route} part and the telemetry label.
+func TestWithRouteForOtherRouters(t *testing.T) {
+	var label atomic.Value
+	e := adaptertest.NewEnv(t, nil, core.WithHandlers(core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+		label.Store(req.Route)
+		return next(ctx, req)
+	}}))
+	key := must(keyfunc.Template("{route}|{param.id}"))
+	mw := httplock.New(e.Locker, key,
+		httplock.WithRoute(func(*http.Request) string { return "/orders/{id}" }),
+		httplock.WithPathParam(func(r *http.Request, name string) string { return strings.TrimPrefix(r.URL.Path, "/orders/") }))
+	var name string
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { name = httplock.Lease(r).Name() }))
+	do(h, context.Background(), "/orders/7", "") // no ServeMux: r.Pattern is ""
+	if name != "/orders/%7Bid%7D|7" || label.Load() != "/orders/{id}" {
+		t.Fatalf("name %q, route label %q", name, label.Load())
+	}
+}
+
+// TestStalledRedisIs503OrFailOpen: a Redis that accepts connections but
+// never replies is unavailable, not busy, even with a per-route wait shorter
+// than the I/O timeout; fail-open then calls next and reports the storage
+// error to its hook.
+func TestStalledRedisIs503OrFailOpen(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	l := adaptertest.Stalled(t, core.WithIOTimeout(200*time.Millisecond))
+	var ran atomic.Int64
+	handler := func(http.ResponseWriter, *http.Request) { ran.Add(1) }
+	w := do(mux(httplock.New(l, orderKey, httplock.WithWait(20*time.Millisecond)), handler), context.Background(), "/orders/1", "")
+	if w.Code != http.StatusServiceUnavailable || ran.Load() != 0 {
+		t.Fatalf("fail-closed: status %d, handler ran %d", w.Code, ran.Load())
+	}
+	var seen error
+	mw := httplock.New(l, orderKey, httplock.WithWait(20*time.Millisecond), httplock.WithFailOpenHook(func(r *http.Request, err error) { seen = err }))
+	w = do(mux(mw, handler), context.Background(), "/orders/1", "")
+	if w.Code != http.StatusOK || ran.Load() != 1 || !errors.Is(seen, core.ErrStorage) {
+		t.Fatalf("fail-open: status %d, handler ran %d, hook got %v", w.Code, ran.Load(), seen)
+	}
+}
+
+// TestTTLPrecedence: WithTTLFunc, then core.ContextWithTTL set by an earlier
+// middleware, then WithTTL, then the Locker's.
+func TestTTLPrecedence(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	var pttl time.Duration
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		pttl = e.Client.PTTL(r.Context(), httplock.Lease(r).Key()).Val()
+	}
+	slow := httplock.WithTTLFunc(func(r *http.Request) time.Duration {
+		if r.URL.Query().Get("slow") != "" {
+			return 2 * time.Hour
+		}
+		return 0
+	})
+	for _, tc := range []struct {
+		ctxTTL   time.Duration
+		path     string
+		min, max time.Duration
+	}{
+		{0, "/orders/1", 59 * time.Second, time.Minute},
+		{time.Hour, "/orders/2", 59 * time.Minute, time.Hour},
+		{time.Hour, "/orders/3?slow=1", 119 * time.Minute, 2 * time.Hour},
+	} {
+		ctx := context.Background()
+		if tc.ctxTTL > 0 {
+			ctx = core.ContextWithTTL(ctx, tc.ctxTTL)
+		}
+		do(mux(httplock.New(e.Locker, orderKey, httplock.WithTTL(time.Minute), slow), handler), ctx, tc.path, "")
+		if pttl < tc.min || pttl > tc.max {
+			t.Errorf("%s (context TTL %v): PTTL %v, want in [%v, %v]", tc.path, tc.ctxTTL, pttl, tc.min, tc.max)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

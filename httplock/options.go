@@ -8,26 +8,37 @@ import (
 )
 
 // Option configures the middleware.
+//
+// Per-request settings win over per-route ones, which win over the
+// Locker's. The TTL of a lock is WithTTLFunc's result when positive, else a
+// TTL set on the request context by an earlier middleware
+// (core.ContextWithTTL), else WithTTL's, else the Locker's (core.WithTTL).
+// The wait budget is one set on the request context (core.ContextWithWait),
+// else WithWait's, else the Locker's (core.WithWait).
 type Option func(*config)
 
 type config struct {
 	adapter.Config
-	ttlFunc   func(*http.Request) time.Duration
-	onError   func(http.ResponseWriter, *http.Request, error)
-	onBusy    func(http.ResponseWriter, *http.Request, error)
-	skip      func(*http.Request) bool
-	pathParam func(r *http.Request, name string) string
-	maxBody   int64
+	ttlFunc    func(*http.Request) time.Duration
+	onError    func(http.ResponseWriter, *http.Request, error)
+	onBusy     func(http.ResponseWriter, *http.Request, error)
+	onFailOpen func(*http.Request, error)
+	skip       func(*http.Request) bool
+	route      func(*http.Request) string
+	pathParam  func(r *http.Request, name string) string
+	maxBody    int64
 }
 
-// WithTTL sets the TTL of the locks this middleware takes, instead of the
-// Locker's.
+// WithTTL sets the TTL of the locks this middleware takes (per route),
+// instead of the Locker's. A per-request TTL (WithTTLFunc, or
+// core.ContextWithTTL set by an earlier middleware) overrides it.
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) { c.TTL = ttl }
 }
 
 // WithTTLFunc sets a per-request TTL: f's result when positive, else the
-// WithTTL or Locker's TTL.
+// TTL on the request context (core.ContextWithTTL), WithTTL's or the
+// Locker's. Use it for requests known to be slow.
 func WithTTLFunc(f func(r *http.Request) time.Duration) Option {
 	return func(c *config) {
 		if f == nil {
@@ -37,11 +48,16 @@ func WithTTLFunc(f func(r *http.Request) time.Duration) Option {
 	}
 }
 
-// WithWait sets the wait budget of these routes: how long a request waits
-// for a busy name before it is answered 409. It can shorten the Locker's
-// budget, not lengthen it.
+// WithWait sets the wait budget of these routes, instead of the Locker's
+// (core.WithWait): how long a request waits for a busy name before it is
+// answered 409. It may be longer or shorter than the Locker's; 0 means one
+// attempt, no waiting. The request's deadline cuts it; a wait set on the
+// request context by an earlier middleware (core.ContextWithWait) overrides
+// it. It bounds the waiting for another holder only: a Redis call in flight
+// ends at the Locker's I/O timeout, so a stalled Redis is answered 503 (or
+// fails open), never 409.
 func WithWait(wait time.Duration) Option {
-	return func(c *config) { c.Wait = wait }
+	return func(c *config) { c.Wait, c.WaitSet = wait, true }
 }
 
 // WithRetryAfter sets the Retry-After header of the default busy answer, in
@@ -51,14 +67,29 @@ func WithRetryAfter(d time.Duration) Option {
 }
 
 // WithFailOpen calls the next handler without a lock when Redis is
-// unavailable, instead of answering 503; Lease then returns nil.
+// unavailable (core.ErrStorage only), instead of answering 503; Lease then
+// returns nil. The storage error is dropped: use WithFailOpenHook to see it.
+// Choose it only for routes where a duplicate run is cheaper than an outage.
 func WithFailOpen() Option {
 	return func(c *config) { c.FailOpen = true }
 }
 
+// WithFailOpenHook is WithFailOpen, and calls f with the storage error
+// before the next handler runs unlocked, to log or count the requests that
+// ran without a lock. f must not write the response.
+func WithFailOpenHook(f func(r *http.Request, err error)) Option {
+	return func(c *config) {
+		if f == nil {
+			c.Invalid("httplock: WithFailOpenHook: nil function")
+		}
+		c.FailOpen, c.onFailOpen = true, f
+	}
+}
+
 // WithErrorHandler replaces the answers to every failure except a gone
-// client; err wraps the sentinel of its kind. A busy name goes to the busy
-// handler if one is set.
+// client: f writes the response (err wraps the sentinel of its kind), and
+// the next handler is not called, whatever f does. A busy name goes to the
+// busy handler if one is set.
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	return func(c *config) {
 		if f == nil {
@@ -69,7 +100,8 @@ func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error))
 }
 
 // WithBusyHandler replaces the answer to a name that stayed busy for the
-// whole wait budget (err wraps core.ErrTimeout).
+// whole wait budget (err wraps core.ErrTimeout); the next handler is not
+// called.
 func WithBusyHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	return func(c *config) {
 		if f == nil {
@@ -87,6 +119,21 @@ func WithSkip(f func(r *http.Request) bool) Option {
 			c.Invalid("httplock: WithSkip: nil function")
 		}
 		c.skip = f
+	}
+}
+
+// WithRoute sets how to find the route template of a request, instead of
+// Request.Pattern, which only ServeMux sets: for chi,
+// chi.RouteContext(r.Context()).RoutePattern(); for gorilla/mux, the
+// current route's GetPathTemplate. The route is the {route} key part and
+// labels the acquire for telemetry (core.ContextWithRoute), so it must be a
+// template ("/orders/{id}"), never a raw path with ids in it.
+func WithRoute(f func(r *http.Request) string) Option {
+	return func(c *config) {
+		if f == nil {
+			c.Invalid("httplock: WithRoute: nil function")
+		}
+		c.route = f
 	}
 }
 

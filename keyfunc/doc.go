@@ -21,6 +21,14 @@
 // field that is an object) is an error wrapping ErrUnreadable. Adapters
 // answer both as the client's fault (HTTP 400, gRPC InvalidArgument).
 //
+// # JSON body fields
+//
+// A name must be taken from the value the handler will work on. HTTPSource
+// therefore reads JSON keys as encoding/json binds them: ignoring case, and a
+// body where two keys match one path segment ({"id":"1","ID":"2"}) is
+// unreadable rather than locked under one of them. Numbers are named by
+// value (1, 1.0 and 1e0 give "1"); see HTTPSource.Field.
+//
 // # Escaping
 //
 // Values taken from a request are escaped with Escape before they enter a

@@ -86,3 +86,54 @@ func FuzzEscapeJoin(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHTTPField checks Field against encoding/json, which binds the body for
+// the handler: two bodies whose field id binds to the same value give the
+// same name (else one order could be locked under two names), and Field
+// finds the field missing exactly when it binds to nothing or "".
+func FuzzHTTPField(f *testing.F) {
+	for _, seed := range [][2]string{
+		{`{"id":1}`, `{"ID":1.0}`},
+		{`{"id":"1","ID":"2"}`, `{"id":"2"}`},
+		{`{"Id":-0}`, `{"iD":0e3}`},
+		{`{"id":9007199254740993}`, `{"id":9007199254740992}`},
+		{`{"id":12.50}`, `{"ID":1.25e1}`},
+		{`{"id":true}`, `{"Id":"true"}`},
+		{`{"id":null,"x":1}`, `{"ids":1}`},
+		{`{"id":"1","id":"2"}`, `{"ID":"2"}`},
+		{`{"id":1e400}`, `[1]`},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, b1, b2 string) {
+		n1, err1 := keyfunc.Field("id")(&keyfunc.HTTPSource{Request: newJSONRequest(b1)})
+		n2, err2 := keyfunc.Field("id")(&keyfunc.HTTPSource{Request: newJSONRequest(b2)})
+		v1, ok1 := bound(b1)
+		v2, ok2 := bound(b2)
+		for _, c := range []struct {
+			body string
+			err  error
+			v    any
+			ok   bool
+		}{{b1, err1, v1, ok1}, {b2, err2, v2, ok2}} {
+			if c.ok && errors.Is(c.err, keyfunc.ErrMissing) != (c.v == nil || c.v == "") {
+				t.Fatalf("%q: Field error %v, but encoding/json binds %#v", c.body, c.err, c.v)
+			}
+		}
+		if !ok1 || !ok2 || err1 != nil || err2 != nil || !scalar(v1) || !scalar(v2) {
+			return
+		}
+		if v1 == v2 && n1 != n2 {
+			t.Fatalf("%q and %q both bind %#v, but give the names %q and %q", b1, b2, v1, n1, n2)
+		}
+	})
+}
+
+// scalar reports a value that == can compare.
+func scalar(v any) bool {
+	switch v.(type) {
+	case string, float64, bool:
+		return true
+	}
+	return false
+}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -59,9 +61,22 @@ func (s *HTTPSource) Header(name string) (string, error) {
 }
 
 // Field returns a scalar field of the JSON body by dotted path: a string as
-// it is, a number as written in the body, a boolean as "true" or "false".
-// An absent or null field gives "". An object or array, a body that is not
-// JSON or is larger than MaxBody give an error wrapping ErrUnreadable.
+// it is, a number in a canonical form of its value (1, 1.0 and 1e0 all give
+// "1"; see below), a boolean as "true" or "false". An absent or null field
+// gives "". An object or array, a body that is not JSON or is larger than
+// MaxBody give an error wrapping ErrUnreadable.
+//
+// Keys match a path segment ignoring case, as encoding/json binds them to
+// struct fields; a body in which more than one key matches a segment
+// ({"id":"1","ID":"2"}) is unreadable, since the handler would bind one
+// value and the lock would be taken on another.
+//
+// Numbers are named by their float64 value, so that every literal a handler
+// may bind to one value gives one name: integral values below 1e21 as
+// integers ("1", "0" for -0), others in strconv's shortest 'g' form ("12.5",
+// "1e+21"). Integers beyond 2^53 are rounded as float64 rounds them: nearby
+// ones share a lock, as they share a float64; send large ids as strings. The
+// number 1 and the string "1" give the same name too.
 func (s *HTTPSource) Field(path string) (string, error) {
 	if !s.parsed {
 		s.parsed = true
@@ -122,7 +137,10 @@ func jsonField(v any, path string) (string, error) {
 		case nil:
 			return "", nil
 		case map[string]any:
-			v = o[seg]
+			var err error
+			if v, err = member(o, seg); err != nil {
+				return "", err
+			}
 		default:
 			return "", fmt.Errorf("%w: cannot take %q of a JSON %s", ErrUnreadable, seg, jsonKind(v))
 		}
@@ -133,7 +151,7 @@ func jsonField(v any, path string) (string, error) {
 	case string:
 		return x, nil
 	case json.Number:
-		return x.String(), nil
+		return canonicalNumber(x)
 	case bool:
 		if x {
 			return "true", nil
@@ -141,6 +159,41 @@ func jsonField(v any, path string) (string, error) {
 		return "false", nil
 	}
 	return "", fmt.Errorf("%w: field %q is a JSON %s, not a scalar", ErrUnreadable, path, jsonKind(v))
+}
+
+// member returns the value of the key of o that matches name ignoring case,
+// as encoding/json matches keys to struct fields (Unicode simple folding,
+// like strings.EqualFold). More than one matching key is an error: the
+// handler's binding would take the last one, whichever that is to it, and
+// the lock must not be taken on another.
+func member(o map[string]any, name string) (any, error) {
+	var v any
+	n := 0
+	for k, x := range o {
+		if strings.EqualFold(k, name) {
+			v, n = x, n+1
+		}
+	}
+	if n > 1 {
+		return nil, fmt.Errorf("%w: %d keys match %q ignoring case, as JSON decoding matches them", ErrUnreadable, n, name)
+	}
+	return v, nil
+}
+
+// canonicalNumber returns the name of the float64 value of n (see Field).
+// A number out of float64's range is unreadable.
+func canonicalNumber(n json.Number) (string, error) {
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil {
+		return "", fmt.Errorf("%w: the number %.40s is out of range", ErrUnreadable, n)
+	}
+	switch {
+	case f == 0:
+		return "0", nil // and -0
+	case f == math.Trunc(f) && math.Abs(f) < 1e21:
+		return strconv.FormatFloat(f, 'f', -1, 64), nil
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64), nil
 }
 
 func jsonKind(v any) string {

@@ -1,6 +1,7 @@
 package keyfunc_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -179,7 +180,7 @@ func TestHTTPSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := k(src)
-	if want := "POST%20/orders/%7Bid%7D|42|3|acme|A-1|12.50|true"; got != want || err != nil {
+	if want := "POST%20/orders/%7Bid%7D|42|3|acme|A-1|12.5|true"; got != want || err != nil {
 		t.Fatalf("got %q, %v; want %q", got, err, want)
 	}
 	for path, kind := range map[string]error{"order.tags": keyfunc.ErrUnreadable, "order": keyfunc.ErrUnreadable,
@@ -227,5 +228,93 @@ func TestHTTPSourcePathParamFunc(t *testing.T) {
 	src := &keyfunc.HTTPSource{Request: newJSONRequest(""), PathParam: func(n string) string { return "p-" + n }}
 	if got, _ := keyfunc.Param("id")(src); got != "p-id" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// bound is what encoding/json, which request binding uses, gives a handler
+// for the field id of body: ok false when it fails to decode.
+func bound(body string) (v any, ok bool) {
+	var in struct {
+		ID any `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(body), &in); err != nil {
+		return nil, false
+	}
+	return in.ID, true
+}
+
+// TestHTTPSourceFieldMatchesKeysLikeEncodingJSON: encoding/json binds a key
+// to a field ignoring case, the last match winning. Field matches keys the
+// same way, and refuses a body where several keys match: the lock would be
+// taken on one value while the handler works on another.
+func TestHTTPSourceFieldMatchesKeysLikeEncodingJSON(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"ID":"2"}`:                 "2",
+		`{"Id":"3"}`:                 "3",
+		`{"other":"x","iD":"4"}`:     "4",
+		`{"id":"1","id":"5"}`:        "5", // a repeated key: the last one, for Field and encoding/json alike
+		`{"ids":"1"}`:                "",  // no key matches: missing
+		`{"id":"1","ID":"2"}`:        "unreadable",
+		`{"Id":"1","iD":"2","x":""}`: "unreadable",
+	} {
+		got, err := keyfunc.Field("id")(&keyfunc.HTTPSource{Request: newJSONRequest(body)})
+		switch {
+		case want == "unreadable":
+			if !errors.Is(err, keyfunc.ErrUnreadable) {
+				t.Errorf("%s: %q, %v; want ErrUnreadable", body, got, err)
+			}
+		case want == "":
+			if !errors.Is(err, keyfunc.ErrMissing) {
+				t.Errorf("%s: %q, %v; want ErrMissing", body, got, err)
+			}
+		default:
+			if v, _ := bound(body); err != nil || got != want || v != want {
+				t.Errorf("%s: %q, %v; encoding/json binds %v; want %q", body, got, err, v, want)
+			}
+		}
+	}
+	// Folding is Unicode's, as in encoding/json: the Kelvin sign is a "k".
+	var k struct {
+		K string `json:"k"`
+	}
+	kelvin := `{"\u212A":"kelvin"}`
+	_ = json.Unmarshal([]byte(kelvin), &k)
+	if got, err := keyfunc.Field("k")(&keyfunc.HTTPSource{Request: newJSONRequest(kelvin)}); err != nil || got != k.K || got != "kelvin" {
+		t.Errorf("Kelvin sign: %q, %v; encoding/json binds %q", got, err, k.K)
+	}
+	// Nested objects too.
+	src := &keyfunc.HTTPSource{Request: newJSONRequest(`{"Order":{"ID":"A"}}`)}
+	if got, err := keyfunc.Field("order.id")(src); err != nil || got != "A" {
+		t.Errorf("nested: %q, %v", got, err)
+	}
+	src = &keyfunc.HTTPSource{Request: newJSONRequest(`{"order":{"id":"A"},"ORDER":{"id":"B"}}`)}
+	if _, err := keyfunc.Field("order.id")(src); !errors.Is(err, keyfunc.ErrUnreadable) {
+		t.Errorf("two objects matching order: %v", err)
+	}
+}
+
+// TestHTTPSourceFieldNumbers: a number gives one name per value a handler
+// can bind it to: 1, 1.0 and 1e0 are one order, as are -0 and 0.
+func TestHTTPSourceFieldNumbers(t *testing.T) {
+	for want, lits := range map[string][]string{
+		"1":                     {"1", "1.0", "1e0", "10e-1", "1.00", "0.1e1", "1E+0"},
+		"0":                     {"0", "-0", "0.0", "-0.0", "0e5", "1e-400"},
+		"-7":                    {"-7", "-7.0", "-0.7e1"},
+		"12.5":                  {"12.5", "12.50", "1.25e1"},
+		"100000000000000000000": {"1e20", "100000000000000000000"},
+		"1e+21":                 {"1e21", "1000000000000000000000"},
+		"9007199254740992":      {"9007199254740992", "9007199254740993"}, // one float64: a handler binding float64 sees one order
+		"1.5e-07":               {"0.00000015", "1.5e-7"},
+	} {
+		for _, lit := range lits {
+			body := `{"id":` + lit + `}`
+			got, err := keyfunc.Field("id")(&keyfunc.HTTPSource{Request: newJSONRequest(body)})
+			if err != nil || got != want {
+				t.Errorf("%s: %q, %v; want %q", lit, got, err, want)
+			}
+		}
+	}
+	if _, err := keyfunc.Field("id")(&keyfunc.HTTPSource{Request: newJSONRequest(`{"id":1e400}`)}); !errors.Is(err, keyfunc.ErrUnreadable) {
+		t.Errorf("1e400: %v, want ErrUnreadable", err)
 	}
 }

@@ -3,8 +3,8 @@ package keyfunc
 // Source is a request as an adapter exposes it to a Func. A method returns
 // the raw (unescaped) value of a part, "" when the request lacks it, or an
 // error when the part cannot be read; the Func turns "" into an error
-// wrapping ErrMissing. Implementations for HTTP are returned by FromHTTP;
-// grpclock has its own for gRPC calls.
+// wrapping ErrMissing. HTTPSource is the implementation for HTTP requests,
+// used by ginlock and httplock; grpclock has its own for gRPC calls.
 type Source interface {
 	// Route returns the route template or RPC method that matched the
 	// request, such as "/orders/:id" or "/orders.v1.Orders/Pay".

@@ -31,9 +31,15 @@ func TestHotspotGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.AfterFunc(30*time.Millisecond, func() { _ = first.Release(ctx) })
+	firstReleased := make(chan error, 1)
+	time.AfterFunc(30*time.Millisecond, func() { firstReleased <- first.Release(ctx) })
 	second, err := e.locker.Acquire(ctx, name) // waits locally, then gets the lock handed over
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The handed-off waiter may run before the first Release has returned
+	// (and ended its span): wait for it before counting.
+	if err := <-firstReleased; err != nil {
 		t.Fatal(err)
 	}
 	if err := second.Release(ctx); err != nil {

@@ -37,14 +37,17 @@ type ordersService struct {
 }
 
 func (o *ordersService) Create(ctx context.Context, req *ordersv1.OrderRequest) (*ordersv1.Order, error) {
+	defer o.store.enter(req.OrderId)()
 	return reply(o.store.create(ctx, req.OrderId, req.AmountCents))
 }
 
 func (o *ordersService) Pay(ctx context.Context, req *ordersv1.OrderRequest) (*ordersv1.Order, error) {
+	defer o.store.enter(req.OrderId)()
 	return reply(o.store.pay(ctx, req.OrderId))
 }
 
 func (o *ordersService) Cancel(ctx context.Context, req *ordersv1.OrderRequest) (*ordersv1.Order, error) {
+	defer o.store.enter(req.OrderId)()
 	return reply(o.store.cancel(ctx, req.OrderId))
 }
 

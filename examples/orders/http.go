@@ -13,6 +13,9 @@ import (
 )
 
 // httpHandler serves the orders API over HTTP; changes are locked per order.
+// Handlers pass c.Request.Context(), which carries the lease, to the store:
+// its Acquire of the same order is then reentrant (c itself would not carry
+// it; see ginlock's documentation).
 func httpHandler(s *store, locker *core.Locker, opts ...ginlock.Option) (http.Handler, error) {
 	key, err := keyfunc.Template("order:{param.id}")
 	if err != nil {
@@ -29,6 +32,7 @@ func httpHandler(s *store, locker *core.Locker, opts ...ginlock.Option) (http.Ha
 		c.JSON(http.StatusNotFound, gin.H{"error": errNotFound.Error()})
 	})
 	r.POST("/orders/:id", lock, func(c *gin.Context) {
+		defer s.enter(c.Param("id"))()
 		var in struct {
 			AmountCents int64 `json:"amount_cents"`
 		}
@@ -39,9 +43,11 @@ func httpHandler(s *store, locker *core.Locker, opts ...ginlock.Option) (http.Ha
 		answer(c)(s.create(c.Request.Context(), c.Param("id"), in.AmountCents))
 	})
 	r.POST("/orders/:id/pay", lock, func(c *gin.Context) {
+		defer s.enter(c.Param("id"))()
 		answer(c)(s.pay(c.Request.Context(), c.Param("id")))
 	})
 	r.POST("/orders/:id/cancel", lock, func(c *gin.Context) {
+		defer s.enter(c.Param("id"))()
 		answer(c)(s.cancel(c.Request.Context(), c.Param("id")))
 	})
 	return r, nil

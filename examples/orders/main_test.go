@@ -4,10 +4,13 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/examples/orders/ordersv1"
+	"github.com/reqlock/reqlock/ginlock"
 	"github.com/reqlock/reqlock/internal/adaptertest"
 	"github.com/reqlock/reqlock/internal/redistest"
 )
@@ -149,5 +153,48 @@ func TestRunWithEmbeddedRedis(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "embedded miniredis") || !strings.Contains(out.String(), "shutting down") {
 		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+// TestDetectorChecksTheTransports is the control of the demo's "overlaps
+// seen": with the middleware skipped, or the gRPC service called without its
+// interceptor, two requests for one order are both inside their handlers
+// (waiting at the store's own lock, held here by another instance), and the
+// detector counts it. A detector inside the store's lock would see nothing.
+func TestDetectorChecksTheTransports(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client, core.WithWait(10*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
+	for name, call := range map[string]func(s *store, id string){
+		"HTTP without the middleware": func(s *store, id string) {
+			h, _ := httpHandler(s, locker, ginlock.WithSkip(func(*gin.Context) bool { return true }))
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/orders/"+id+"/pay", nil))
+		},
+		"gRPC without the interceptor": func(s *store, id string) {
+			_, _ = (&ordersService{store: s}).Pay(context.Background(), &ordersv1.OrderRequest{OrderId: id})
+		},
+	} {
+		s := newStore(locker, 0)
+		id := adaptertest.Uniq(t)
+		s.orders[id] = Order{ID: id, State: stateCreated, AmountCents: 1}
+		held, err := locker.Acquire(context.Background(), lockName(id)) // another instance has the order
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() { defer wg.Done(); call(s, id) }()
+		}
+		for deadline := time.Now().Add(10 * time.Second); s.entered.Load() < 2 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		_ = held.Release(context.Background())
+		wg.Wait()
+		if s.entered.Load() != 2 || s.overlaps.Load() != 1 {
+			t.Errorf("%s: %d handlers entered, %d overlaps; want 2 and 1", name, s.entered.Load(), s.overlaps.Load())
+		}
 	}
 }

@@ -35,8 +35,12 @@ type Order struct {
 
 // store keeps orders in memory. Its operations read an order, do slow work
 // (a payment provider's call, say) and write the order back: two of them at
-// once for one order would be a lost update, which the lock prevents and the
-// overlap detector would see.
+// once for one order would be a lost update, which the lock prevents.
+//
+// The overlap detector (enter) is called by the transports' handlers, behind
+// the middleware and interceptor and before the store's own Acquire: it
+// checks that the middleware serialises requests, which the store's nested
+// lock would otherwise do by itself.
 type store struct {
 	locker *core.Locker
 	work   time.Duration
@@ -45,8 +49,8 @@ type store struct {
 	orders map[string]Order
 	inside map[string]int
 
-	entered  atomic.Int64 // critical sections run
-	overlaps atomic.Int64 // critical sections that found another one inside for the same order
+	entered  atomic.Int64 // handlers run for an order
+	overlaps atomic.Int64 // handlers that found another one running for the same order
 }
 
 func newStore(locker *core.Locker, work time.Duration) *store {
@@ -67,7 +71,6 @@ func (s *store) update(ctx context.Context, id string, change func(o Order, foun
 		return Order{}, err
 	}
 	defer lease.Release(ctx)
-	defer s.enter(id)()
 
 	s.mu.Lock()
 	o, found := s.orders[id]
@@ -87,7 +90,8 @@ func (s *store) update(ctx context.Context, id string, change func(o Order, foun
 	return next, nil
 }
 
-// enter marks the start of a critical section for id and returns its end.
+// enter marks the start of a locked handler for order id and returns its
+// end; a handler that finds another one running for id is an overlap.
 func (s *store) enter(id string) func() {
 	s.entered.Add(1)
 	s.mu.Lock()

@@ -1,5 +1,5 @@
 // Package adapter holds what the gin, gRPC and net/http adapters share: the
-// acquire with per-route TTL and wait, the classification of errors into
+// acquire with per-request and per-route TTL and wait, the classification of errors into
 // outcomes that each adapter maps to its protocol, and the request context
 // that carries the lease and is cancelled when the lease is lost.
 package adapter
@@ -17,8 +17,9 @@ import (
 
 // Config is the part of an adapter's options that every adapter has.
 type Config struct {
-	TTL        time.Duration // per-route TTL; 0: the Locker's or the context's
-	Wait       time.Duration // per-route wait budget; 0: the Locker's
+	TTL        time.Duration // per-route TTL; 0: the context's or the Locker's
+	Wait       time.Duration // per-route wait budget, when WaitSet
+	WaitSet    bool          // Wait was set (0 is a valid wait: one attempt)
 	RetryAfter time.Duration // Retry-After of a busy answer (HTTP)
 	FailOpen   bool          // run the handler unlocked when Redis is down
 	Errs       []error       // invalid options
@@ -61,38 +62,38 @@ func (c *Config) RetryAfterSeconds() int {
 }
 
 // Acquire takes name for a request whose context is ctx, labelled with
-// route, with the per-route TTL (or ttl when positive: the per-request one)
-// and the per-route wait budget. A budget spent because of the per-route wait
-// is reported as core.ErrTimeout, like the Locker's own.
+// route (core.ContextWithRoute). Per-request settings win over per-route ones,
+// which win over the Locker's:
+//   - TTL: ttl when positive (the adapter's TTL function), else a TTL set on
+//     ctx by core.ContextWithTTL, else c.TTL when positive, else the
+//     Locker's;
+//   - wait budget: a wait set on ctx by core.ContextWithWait, else c.Wait
+//     when WaitSet, else the Locker's.
+//
+// The wait is passed as core.ContextWithWait, not as a context timeout: it
+// bounds the waiting for another holder only, so a Redis that stalls is
+// reported as core.ErrStorage (at the I/O timeout), never as busy.
+//
+// A context cancelled once its deadline has passed is reported as
+// context.DeadlineExceeded: servers cancel a call at its deadline (gRPC
+// closes the stream), and the deadline is then the cause that matters.
 func (c *Config) Acquire(ctx context.Context, l *core.Locker, name, route string, ttl time.Duration) (*core.Lease, error) {
 	ctx = core.ContextWithRoute(ctx, route)
-	if ttl <= 0 {
-		ttl = c.TTL
-	}
 	if ttl > 0 {
 		ctx = core.ContextWithTTL(ctx, ttl)
+	} else if _, set := core.TTLFromContext(ctx); !set && c.TTL > 0 {
+		ctx = core.ContextWithTTL(ctx, c.TTL)
 	}
-	if c.Wait <= 0 {
-		return l.Acquire(ctx, name)
+	if _, set := core.WaitFromContext(ctx); !set && c.WaitSet {
+		ctx = core.ContextWithWait(ctx, c.Wait)
 	}
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, c.Wait)
-	defer cancel()
 	lease, err := l.Acquire(ctx, name)
-	if errors.Is(err, context.DeadlineExceeded) && !callerDeadlinePassed(parent) {
-		err = fmt.Errorf("%w (per-route wait of %v)", core.ErrTimeout, c.Wait)
+	if errors.Is(err, context.Canceled) {
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			err = fmt.Errorf("%w (the call was cancelled at its deadline)", context.DeadlineExceeded)
+		}
 	}
 	return lease, err
-}
-
-// callerDeadlinePassed reports whether ctx has ended or its deadline has
-// passed.
-func callerDeadlinePassed(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
 }
 
 // Outcome is the kind of a failure to lock a request, which each adapter maps

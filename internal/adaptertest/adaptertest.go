@@ -6,6 +6,7 @@ package adaptertest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -27,13 +28,17 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...interface{}) {}
 
 // Main runs a package's tests with Shared started, and fails the run on a
-// goroutine leak. Call it from TestMain.
-func Main(m *testing.M) {
+// goroutine leak. Call it from TestMain. The functions before run once
+// Shared is up, before the tests: to give examples its address, say.
+func Main(m *testing.M, before ...func()) {
 	redis.SetLogger(quiet{}) // dial retries while a test has Redis stopped
 	var err error
 	if Shared, err = redistest.Launch(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	for _, f := range before {
+		f()
 	}
 	code := m.Run()
 	Shared.Close()
@@ -151,12 +156,6 @@ func (b *Barrier) Arrive(timeout time.Duration) bool {
 	}
 }
 
-// NewClient returns a client of Shared for examples, which have no
-// testing.TB; the caller closes it.
-func NewClient() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: Shared.Addr(), ContextTimeoutEnabled: true})
-}
-
 // Hold takes name with e's Locker for the rest of the test, as another
 // instance of the service would.
 func (e *Env) Hold(t testing.TB, name string) *core.Lease {
@@ -228,4 +227,47 @@ func (x *Exclusion) Run(t *testing.T, call func(order string) error) {
 	if x.missed.Load() || x.all.Overlaps() == 0 {
 		t.Fatalf("different orders did not run in parallel (barrier missed: %v, cross-order overlaps: %d)", x.missed.Load(), x.all.Overlaps())
 	}
+}
+
+// Stalled returns a Locker, with the options opts, on a "Redis" that accepts
+// connections and never replies, as a server does during a failover or
+// behind a partition: every call ends at the I/O timeout (core.WithIOTimeout;
+// pass a short one).
+func Stalled(t testing.TB, opts ...core.Option) *core.Locker {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	client := redis.NewClient(&redis.Options{Addr: lis.Addr().String(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() {
+		_ = client.Close()
+		_ = lis.Close()
+		<-accepted
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	l := core.New(client, opts...)
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -47,7 +47,7 @@ type Server struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	log    *bytes.Buffer
+	log    *logBuffer
 }
 
 // Start launches a redis-server for the test and stops it when the test ends.
@@ -101,6 +101,41 @@ func launch(setup func(dir string, port int) ([]string, error), args []string) (
 	return nil, err
 }
 
+// logBuffer collects a process's output; it may be read while the process
+// still writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Log returns what the server has written to its log so far (at most the
+// last 4 KiB), for failure messages.
+func (s *Server) Log() string {
+	s.mu.Lock()
+	log := s.log
+	s.mu.Unlock()
+	if log == nil {
+		return ""
+	}
+	text := log.String()
+	if len(text) > 4096 {
+		text = text[len(text)-4096:]
+	}
+	return text
+}
+
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -125,7 +160,7 @@ func (s *Server) run(path string) error {
 	args = append(args, s.args...)
 	cmd := exec.Command(path, args...)
 	cmd.SysProcAttr = procAttr()
-	log := new(bytes.Buffer)
+	log := new(logBuffer)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)

@@ -68,7 +68,7 @@ func LaunchSentinel() (*Sentinel, error) {
 		path := filepath.Join(dir, "sentinel.conf")
 		text := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n"+
 			"sentinel down-after-milliseconds %[1]s %[3]d\n"+
-			"sentinel failover-timeout %[1]s 10000\n", d.MasterName, master.port, SentinelDownAfter.Milliseconds())
+			"sentinel failover-timeout %[1]s 4000\n", d.MasterName, master.port, SentinelDownAfter.Milliseconds())
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 			return nil, fmt.Errorf("redistest: sentinel config: %w", err)
 		}
@@ -158,6 +158,9 @@ func (d *Sentinel) KillMaster(ctx context.Context) (*Server, error) {
 		r, _ := role.([]any)
 		return err == nil && len(r) > 0 && r[0] == "master"
 	})
+	if err != nil {
+		err = fmt.Errorf("%w; the sentinel's log:\n%s", err, d.Sentinel.Log())
+	}
 	return old, err
 }
 
