@@ -46,7 +46,13 @@
 // compare-and-extend refreshes it. The pass is a rendezvous: it reaches a
 // waiter that is parked at that moment, and that waiter then owns the lease
 // even if its context ends, so a lock is never left in Redis without a
-// holder. A lease that expired or was lost is not passed on.
+// holder. A lease that no longer holds its lock (core.Lease.Lost: it
+// expired, an Extend found its key gone, or its watchdog gave up while Redis
+// was unreachable) is not passed on: it is released through the rest of the
+// chain, whose compare-and-delete removes its key if the key is still there,
+// and the waiter takes the lock in Redis. A lease lost in the instant
+// between that check and the takeover is refused by core.Lease.Handoff,
+// which deletes its key, and the waiter takes the lock in Redis as well.
 //
 // After k handoffs in a row the next release goes to Redis, so that other
 // processes get their turn. This is the fairness trade-off of handoff: a

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/hotspot"
 	"github.com/reqlock/reqlock/internal/redistest"
@@ -491,6 +493,89 @@ func TestHandoffOfALostLease(t *testing.T) {
 		t.Fatalf("the waiter's lock is not in Redis (value %q)", v)
 	}
 	if s := in.guard.Stats(); s.Handoffs != 0 {
+		t.Fatalf("Handoffs = %d, want 0", s.Handoffs)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in.settled(t, name)
+}
+
+// releaseProbe is a handler that records the tokens of the leases whose
+// release reaches it; put after the Guard, it sees the releases that go to
+// Redis, not those handed off.
+type releaseProbe struct {
+	mu     sync.Mutex
+	tokens []string
+}
+
+func (p *releaseProbe) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+	return next(ctx, req)
+}
+
+func (p *releaseProbe) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
+	p.mu.Lock()
+	p.tokens = append(p.tokens, lease.Token())
+	p.mu.Unlock()
+	return next(ctx, lease)
+}
+
+func (p *releaseProbe) saw(token string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.tokens, token)
+}
+
+// A lease whose watchdog gave up (Redis unreachable for most of its TTL) is
+// lost although its ValidUntil has not passed, and its key may still be in
+// Redis once Redis is back. The Guard must not hand it to a local waiter: it
+// releases it through the rest of the chain, whose compare-and-delete removes
+// the key before Release returns, and the waiter takes the lock in Redis.
+func TestLeaseLostByItsWatchdogIsNotHandedOff(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	proxy := redistest.NewProxy(t, shared.Addr())
+	opts := shared.Options()
+	opts.Addr = proxy.Addr()
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	admin := shared.Client(t)
+	probe := &releaseProbe{}
+	g := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(3))
+	// The watchdog renews every 490 ms and gives up 490 ms before the lease
+	// expires: the key outlives the lease's loss by about that long.
+	l := core.New(c, core.WithHandlers(g, probe), core.WithTTL(time.Second), core.WithWatchdog(),
+		core.WithWatchdogInterval(490*time.Millisecond), core.WithIOTimeout(50*time.Millisecond), core.WithWait(10*time.Second), fastSpin)
+	in := &instance{client: c, rt: &roundTrips{}, guard: g, locker: l}
+	ctx := context.Background()
+	holder, waiter := in.queue(t, name)
+	proxy.Blackhole()
+	select {
+	case <-holder.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watchdog did not give the lease up with Redis unreachable")
+	}
+	proxy.Restore()
+	if !holder.Lost() || !time.Now().Before(holder.ValidUntil()) {
+		t.Fatalf("Lost() = %v with ValidUntil in %v: want a lease lost before its validity ended", holder.Lost(), time.Until(holder.ValidUntil()))
+	}
+	if err := holder.Release(ctx); err != nil && !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("Release of the lost lease = %v", err)
+	}
+	if !probe.saw(holder.Token()) {
+		t.Fatal("the lost lease was handed off instead of being released to Redis")
+	}
+	if v, _ := admin.Get(ctx, holder.Key()).Result(); v == holder.Token() {
+		t.Fatal("the lost lease's key is still in Redis after its Release returned")
+	}
+	lease := waiter()
+	if lease.Token() == holder.Token() {
+		t.Fatal("the waiter took the lost lease over")
+	}
+	if v, _ := admin.Get(ctx, lease.Key()).Result(); v != lease.Token() {
+		t.Fatalf("the waiter's lock is not in Redis (value %q)", v)
+	}
+	if s := g.Stats(); s.Handoffs != 0 {
 		t.Fatalf("Handoffs = %d, want 0", s.Handoffs)
 	}
 	if err := lease.Release(ctx); err != nil {
