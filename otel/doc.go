@@ -45,15 +45,25 @@
 //	reqlock.route         as above
 //	reqlock.outcome       released, lost or error
 //	reqlock.hold.seconds  time from the acquire's return to the release's end
-//	error.type            on lost leases: expired or not_held; on failures: storage, _OTHER
+//	error.type            on lost leases: expired, not_held or renewal_failed; on failures: storage, _OTHER
 //
 // A lease is lost when it ended before Release was called: its TTL ran out
-// (error.type expired: Lease.Done had closed for the expiry) or Redis no
+// (error.type expired: Lease.Done had closed for the expiry), Redis no
 // longer held its token (not_held: the TTL ran out on the server first, or
-// an Extend found the key gone and closed Done). The Handler tells both from
-// Lease.ValidUntil and the release's error, at the release: it starts no
-// goroutine or timer per lease to watch Done. A lease that is never released
-// is not recorded (and stays counted in reqlock.leases.held).
+// an Extend found the key gone and closed Done), or its watchdog could not
+// renew it while Redis was unreachable and gave it up (renewal_failed: Done
+// had closed, although the release may still have found the key and deleted
+// it). The Handler tells them apart at the release, from Lease.Lost and
+// Lease.ValidUntil read before the release runs and from the release's
+// error: it starts no goroutine or timer per lease to watch Done. A lease
+// that is never released is not recorded (and stays counted in
+// reqlock.leases.held).
+//
+// A panic further in the chain, during an acquire or a release, ends the
+// span with error.type _OTHER and status Error and is recorded in the
+// metrics like any failure (a lease whose release panicked stops counting as
+// held: core ends it); then the panic goes on up the stack, unchanged. The
+// LogHandler logs such calls as failures too.
 //
 // # Metrics
 //
