@@ -11,6 +11,18 @@
 //		guard,                                // a local-lock handler, if any
 //	))
 //
+// # Order in the chain
+//
+// Put the Handler (and the LogHandler) first, before a hotspot Guard:
+// core.WithHandlers(lockotel.New(), guard). A handler placed after the Guard,
+// as in core.WithHandlers(guard, lockotel.New()), sees only what reaches
+// Redis. With the Guard's local handoff on, that is wrong, not just partial:
+// an acquire served by a handoff is neither traced nor counted, and the
+// release that hands a lease off never reaches the handler, so that lease's
+// hold is not recorded and reqlock.leases.held grows by one at every handoff,
+// for good. Even without handoff, the local wait is then outside the acquire
+// span and metrics.
+//
 // Adapters label each request's context with its route template or RPC
 // method (core.ContextWithRoute); the Handler uses that label, never the lock
 // name, which has unbounded cardinality and may carry personal data.

@@ -24,10 +24,14 @@ const (
 )
 
 // Handler traces and measures lock acquires and releases. It is a
-// core.Handler: give it to core.WithHandlers, first, so that it sees the
-// whole acquire, local wait included. It is safe for concurrent use. It keeps
-// per-lease state on the Lease; its only state of its own is a bounded cache
-// of the attribute sets of each route and outcome.
+// core.Handler: give it to core.WithHandlers first, before a hotspot Guard,
+// so that it sees the whole acquire, local wait included, and every release.
+// After a Guard with local handoff (core.WithHandlers(guard, handler)) it
+// misses the acquires served by a handoff and the releases that hand a lease
+// off, and reqlock.leases.held drifts up by one per handoff: see the package
+// documentation. It is safe for concurrent use. It keeps per-lease state on
+// the Lease; its only state of its own is a bounded cache of the attribute
+// sets of each route and outcome.
 type Handler struct {
 	tracer trace.Tracer
 	ins    instruments

@@ -24,8 +24,10 @@ import (
 // quotes the name), keeping error_type. outcome and error_type take the
 // values documented with OutcomeKey and ErrorTypeKey.
 //
-// Put it first in core.WithHandlers, or next to the tracing Handler, so that
-// wait includes the local wait of a hotspot guard.
+// Put it first in core.WithHandlers, or next to the tracing Handler, before a
+// hotspot Guard, so that wait includes the Guard's local wait and every
+// release is logged: after a Guard with local handoff, the acquires served by
+// a handoff and the releases that hand a lease off are never logged.
 type LogHandler struct {
 	logger   *slog.Logger
 	level    slog.Leveler
