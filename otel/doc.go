@@ -98,5 +98,7 @@
 // WithTracerProvider and WithMeterProvider choose the providers; by default
 // New takes the global ones (which forward to providers installed later with
 // otel.SetTracerProvider and otel.SetMeterProvider). The tracer and meter are
-// named ScopeName. The package keeps no global state of its own.
+// named ScopeName, with the instrumentation version Version() (the module's
+// version in the binary's build information). The package keeps no global
+// state of its own.
 package lockotel

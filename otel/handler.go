@@ -41,10 +41,11 @@ type Handler struct {
 	reg       metric.Registration // of WithGuard's callback, or nil
 }
 
-// New returns a Handler that takes its tracer and meter, named ScopeName,
-// from the providers of WithTracerProvider and WithMeterProvider, or from the
-// global ones. Instruments a provider refuses are reported to otel.Handle and
-// left out; New never fails.
+// New returns a Handler that takes its tracer and meter, named ScopeName with
+// the instrumentation version Version(), from the providers of
+// WithTracerProvider and WithMeterProvider, or from the global ones.
+// Instruments a provider refuses are reported to otel.Handle and left out;
+// New never fails.
 func New(opts ...Option) *Handler {
 	var cfg config
 	for _, opt := range opts {
@@ -58,8 +59,10 @@ func New(opts ...Option) *Handler {
 	if cfg.mp == nil {
 		cfg.mp = otel.GetMeterProvider()
 	}
-	meter := cfg.mp.Meter(ScopeName)
-	h := &Handler{tracer: cfg.tp.Tracer(ScopeName), ins: newInstruments(meter)}
+	version := Version()
+	meter := cfg.mp.Meter(ScopeName, metric.WithInstrumentationVersion(version))
+	tracer := cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version))
+	h := &Handler{tracer: tracer, ins: newInstruments(meter)}
 	if cfg.guard != nil {
 		reg, err := observeGuard(meter, cfg.guard)
 		if err != nil {

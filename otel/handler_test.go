@@ -69,8 +69,8 @@ func checkAcquireSpan(t *testing.T, s sdktrace.ReadOnlySpan, parent trace.Span, 
 	if s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
 		t.Error("the acquire span is not in the request's trace")
 	}
-	if s.InstrumentationScope().Name != lockotel.ScopeName {
-		t.Errorf("scope = %q, want %q", s.InstrumentationScope().Name, lockotel.ScopeName)
+	if sc := s.InstrumentationScope(); sc.Name != lockotel.ScopeName || sc.Version != lockotel.Version() || sc.Version == "" {
+		t.Errorf("scope = %q version %q, want %q version %q", sc.Name, sc.Version, lockotel.ScopeName, lockotel.Version())
 	}
 	if v, _ := attr(s, lockotel.RouteKey); v.AsString() != route {
 		t.Errorf("route = %q, want %q", v.AsString(), route)
@@ -163,6 +163,11 @@ func TestAcquireAndRelease(t *testing.T) {
 	checkError(t, rel, "")
 
 	rm = e.collect(t)
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != lockotel.ScopeName || sm.Scope.Version != lockotel.Version() {
+			t.Errorf("metrics scope = %q version %q, want %q version %q", sm.Scope.Name, sm.Scope.Version, lockotel.ScopeName, lockotel.Version())
+		}
+	}
 	acquired := []attribute.KeyValue{lockotel.RouteKey.String(route), lockotel.OutcomeKey.String(lockotel.OutcomeAcquired)}
 	if n := histCount(t, rm, lockotel.MetricAcquireDuration, acquired...); n != 1 {
 		t.Errorf("acquire durations = %d, want 1", n)
