@@ -170,6 +170,101 @@ func TestAutomaticDetection(t *testing.T) {
 	in.settled(t, name)
 }
 
+// contendOnce has two goroutines acquire name in in while the test holds it,
+// and waits until both are done: the name is then hot.
+func contendOnce(t *testing.T, in *instance, name string) {
+	t.Helper()
+	lease, err := in.locker.Acquire(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := lease.Key()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.once(t, name, nil)
+		}()
+	}
+	// Both have joined a local lock (the holder's, if it took one), and
+	// one of them waits on it.
+	waitFor(t, "two goroutines are on "+name, func() bool { return in.guard.Waiters(key) >= 2 && parkedInWait() >= 1 })
+	if err := lease.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
+// Thousands of distinct names held at once, none of them contended, collide
+// in the in-flight sketch. That must not make them local locks of the Guard:
+// they must not fill it, evict the idle local locks of hot names, make names
+// of WithKeys bypass it, count as hits or bypasses, or stop the detection of
+// a name really contended meanwhile.
+func TestManyUncontendedNamesHeldAtOnce(t *testing.T) {
+	leakCheck(t)
+	pinned, hot, fresh := uniq(t), uniq(t), uniq(t)
+	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(pinned)}, fastSpin) // default capacity
+	ctx := context.Background()
+	in.once(t, pinned, nil)
+	contendOnce(t, in, hot)
+	before := in.guard.Stats()
+	if before.Size != 2 || before.Bypasses != 0 || before.Evictions != 0 {
+		t.Fatalf("stats %+v, want the pinned and the hot name kept", before)
+	}
+
+	const held = 6000
+	leases := make([]*core.Lease, 0, held)
+	defer func() {
+		for _, lease := range leases {
+			_ = lease.Release(ctx)
+		}
+	}()
+	for i := range held {
+		lease, err := in.locker.Acquire(ctx, fmt.Sprintf("%s/order:%d", t.Name(), i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, lease)
+	}
+	t.Logf("%d uncontended names held: stats %+v, %d tentative local locks", held, in.guard.Stats(), in.guard.Tentative())
+	if s := in.guard.Stats(); s != before {
+		t.Fatalf("stats %+v with %d uncontended names held, want them unchanged: %+v", s, held, before)
+	}
+	if n := in.guard.Tentative(); n > hotspot.DefaultCapacity {
+		t.Fatalf("%d tentative local locks, over the capacity %d", n, hotspot.DefaultCapacity)
+	}
+
+	// The names of WithKeys and the hot names still take their local locks,
+	// and a name contended now is still detected.
+	for _, name := range []string{pinned, hot} {
+		lease, err := in.locker.Acquire(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := in.guard.Stats(); s.Hits != before.Hits+2 || s.Bypasses != 0 {
+		t.Fatalf("stats %+v: want the pinned and the hot name through their local locks", s)
+	}
+	contendOnce(t, in, fresh)
+	if s := in.guard.Stats(); s.Size != 3 || s.Bypasses != 0 || s.Evictions != 0 {
+		t.Fatalf("stats %+v: want a name contended meanwhile detected and kept", s)
+	}
+
+	for _, lease := range leases {
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leases = nil
+	if s := in.guard.Stats(); s.Size != 3 || s.Bypasses != 0 || s.Evictions != 0 || in.guard.Tentative() != 0 || in.guard.InFlight() != 0 {
+		t.Fatalf("after the releases: stats %+v, %d tentative, %d in flight; want the three hot names only", s, in.guard.Tentative(), in.guard.InFlight())
+	}
+}
+
 func TestHotPeriodZeroTurnsDetectionOff(t *testing.T) {
 	leakCheck(t)
 	in := newInstance(t, []hotspot.Option{hotspot.WithHotPeriod(0)}, fastSpin)
