@@ -134,18 +134,7 @@ func TestAutomaticDetection(t *testing.T) {
 	}
 
 	name := uniq(t)
-	_, release := in.hold(t, name)
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in.once(t, name, nil)
-		}()
-	}
-	in.parked(t, name, 2) // the holder came first and took no local lock
-	release()
-	wg.Wait()
+	contendOnce(t, in, name) // the holder comes first and takes no local lock
 	if s := in.guard.Stats(); s.Size != 1 || s.Hits != 2 {
 		t.Fatalf("after contention: stats %+v, want one local lock kept, two hits", s)
 	}

@@ -186,16 +186,23 @@ func clearOTLPEnv(t *testing.T) {
 	t.Setenv("OTEL_METRICS_EXPORTER", "")
 }
 
+// startCollector starts an OTLP/HTTP receiver until the test ends and
+// returns it with its URL.
+func startCollector(t *testing.T) (*collector, string) {
+	c := &collector{posted: map[string]int{}}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	return c, srv.URL
+}
+
 // TestTelemetryOTLP checks that the default mode exports over OTLP/HTTP when
 // OTEL_EXPORTER_OTLP_ENDPOINT is set.
 func TestTelemetryOTLP(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	keepGlobals(t)
 	clearOTLPEnv(t)
-	c := &collector{posted: map[string]int{}}
-	srv := httptest.NewServer(c)
-	defer srv.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	c, url := startCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
 	shutdown, err := setupTelemetry(context.Background(), "auto", io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -293,11 +300,9 @@ func TestTelemetryPerSignalEndpoint(t *testing.T) {
 			adaptertest.LeakCheck(t)
 			keepGlobals(t)
 			clearOTLPEnv(t)
-			c := &collector{posted: map[string]int{}}
-			srv := httptest.NewServer(c)
-			defer srv.Close()
+			c, url := startCollector(t)
 			path := "/v1/" + strings.ToLower(only)
-			t.Setenv("OTEL_EXPORTER_OTLP_"+only+"_ENDPOINT", srv.URL+path) // a per-signal URL is used as is
+			t.Setenv("OTEL_EXPORTER_OTLP_"+only+"_ENDPOINT", url+path) // a per-signal URL is used as is
 			tp, mp := otel.GetTracerProvider(), otel.GetMeterProvider()
 			shutdown, err := setupTelemetry(context.Background(), "auto", io.Discard)
 			if err != nil {
