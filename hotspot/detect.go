@@ -5,31 +5,51 @@ import (
 	"sync/atomic"
 )
 
-// inflightBuckets is the number of counters of the in-flight sketch; a power
-// of two.
-const inflightBuckets = 4096
+// Sizes of the in-flight sketch: a power of two from minBuckets to
+// maxBuckets, bucketsPerEntry per entry of the Guard's capacity.
+//
+// The sketch suspects contention for an acquire whose bucket is shared with
+// another one in flight; with F acquires of distinct names in flight over B
+// buckets, about F²/2B of them are suspected wrongly and take a tentative
+// entry, of which the table allows capacity. With B = 32 × capacity, that is
+// reached at about 8 × capacity acquires in flight at once; beyond it, the
+// names that collide go straight to Redis, automatic detection of new hot
+// names pauses, and nothing else changes. Each bucket takes 4 bytes: 128 KiB
+// for the default capacity.
+const (
+	minBuckets      = 4096
+	maxBuckets      = 1 << 20
+	bucketsPerEntry = 32
+)
 
 // inflight is the automatic hot-name detector. It counts the acquires in
 // flight (from the Guard's Acquire to the lease's release, or to a failed
 // acquire) per hash bucket of their Redis key, in a fixed array: a name that
 // is never contended costs a hash and two atomic adds, and takes no memory
-// of its own. An acquire that finds its bucket already counted has a second
-// goroutine of this process on its name (or, rarely, on a name of the same
-// bucket) and goes through the local lock table, where contention is then
-// seen for sure.
+// of its own. An acquire that finds its bucket already counted may have a
+// second goroutine of this process on its name (or, more likely when many
+// names are in flight, another name in the same bucket) and goes through the
+// local lock table with a tentative entry, where contention is then seen for
+// sure.
 type inflight struct {
 	seed   maphash.Seed
-	counts [inflightBuckets]atomic.Int32
+	mask   uint64
+	counts []atomic.Int32
 }
 
-func newInflight() *inflight {
-	return &inflight{seed: maphash.MakeSeed()}
+// newInflight returns a sketch sized for a Guard of the given capacity.
+func newInflight(capacity int) *inflight {
+	n := minBuckets
+	for n < maxBuckets && n/bucketsPerEntry < capacity {
+		n <<= 1
+	}
+	return &inflight{seed: maphash.MakeSeed(), mask: uint64(n - 1), counts: make([]atomic.Int32, n)}
 }
 
 // enter counts an acquire of key and returns its bucket, and whether another
 // acquire was in flight in that bucket.
 func (f *inflight) enter(key string) (bucket uint32, shared bool) {
-	bucket = uint32(maphash.String(f.seed, key) & (inflightBuckets - 1))
+	bucket = uint32(maphash.String(f.seed, key) & f.mask)
 	return bucket, f.counts[bucket].Add(1) > 1
 }
 

@@ -19,21 +19,38 @@
 //
 // Names given to WithKeys always take a local lock. Other names are found
 // automatically: the Guard counts the acquires in flight per hash bucket of
-// the lock key, in a fixed array, and a name that finds another acquire in
-// flight in its bucket (a second goroutine arriving while the first holds or
-// waits) takes a local lock; once two goroutines meet on that lock the name
-// is hot, and its local lock stays in the Guard for WithHotPeriod (default one
-// minute) after the last contention. A name never contended in this process
-// costs a hash, two atomic adds and one map lookup, and takes no memory.
+// the lock key, in a fixed array (32 buckets per entry of capacity, from 4096
+// to 2^20), and an acquire that finds another acquire in flight in its
+// bucket is suspected of contention: it takes a tentative local lock, so
+// that a second goroutine on the same name finds it. Once two goroutines
+// meet on a local lock, the name is hot: its local lock is kept in the Guard
+// and stays for WithHotPeriod (default one minute) after the last
+// contention.
+//
+// A name never contended in this process costs a hash, two atomic adds and
+// a lookup in the Guard's table (under its mutex), and keeps no memory once
+// its lease is released. When many names are in flight at once, some of them share a
+// bucket with another name and take a tentative local lock for as long as
+// their lease lives; tentative local locks are dropped with their last user,
+// are not counted in Stats (neither as hits, nor as bypasses, nor in Size),
+// and never take the place of a kept one: they have a budget of their own,
+// of capacity entries. Past it (at about 8 × capacity acquires of distinct
+// names in flight at once, for capacities up to 32768, whose 2^20 buckets are
+// the most), the names that collide go straight to Redis and
+// new hot names are not detected until the load falls; names of WithKeys
+// and names already hot are unaffected.
 //
 // # Bounded memory
 //
-// The Guard keeps at most WithCapacity local locks. A local lock that is held
-// or waited on is never evicted; one that goes idle stays, in an LRU list
-// (golang-lru/v2), only while its name is hot, and the least recently used
-// idle one makes room for a new one. When all of them are in use, a further
-// hot name bypasses the Guard and contends in Redis directly: it is still
-// correct, only not queued locally. Stats and Counters report hits, bypasses,
+// The Guard keeps at most WithCapacity local locks of hot names, and at most
+// as many tentative ones in use. A local lock that is held or waited on is
+// never evicted; one that goes idle stays, in an LRU list (golang-lru/v2),
+// only while its name is hot, and the least recently used idle one makes
+// room for a new one. When all of them are in use, a further name of
+// WithKeys bypasses the Guard and contends in Redis directly: it is still
+// correct, only not queued locally. A name newly contended then keeps its
+// tentative local lock, which queues its goroutines while they use it and
+// goes with the last of them. Stats and Counters report hits, bypasses,
 // evictions, handoffs and the current size.
 //
 // # Local handoff
@@ -46,7 +63,13 @@
 // compare-and-extend refreshes it. The pass is a rendezvous: it reaches a
 // waiter that is parked at that moment, and that waiter then owns the lease
 // even if its context ends, so a lock is never left in Redis without a
-// holder. A lease that expired or was lost is not passed on.
+// holder. A lease that no longer holds its lock (core.Lease.Lost: it
+// expired, an Extend found its key gone, or its watchdog gave up while Redis
+// was unreachable) is not passed on: it is released through the rest of the
+// chain, whose compare-and-delete removes its key if the key is still there,
+// and the waiter takes the lock in Redis. A lease lost in the instant
+// between that check and the takeover is refused by core.Lease.Handoff,
+// which deletes its key, and the waiter takes the lock in Redis as well.
 //
 // After k handoffs in a row the next release goes to Redis, so that other
 // processes get their turn. This is the fairness trade-off of handoff: a

@@ -16,3 +16,11 @@ func (g *Guard) Waiters(key string) int {
 func (g *Guard) InFlight() int {
 	return g.inflight.total()
 }
+
+// Tentative returns the number of tentative local locks in use: those made
+// for acquires suspected of contention, outside the capacity.
+func (g *Guard) Tentative() int {
+	g.table.mu.Lock()
+	defer g.table.mu.Unlock()
+	return g.table.tentative
+}

@@ -40,11 +40,12 @@ func New(opts ...Option) *Guard {
 		}
 		opt(&cfg)
 	}
-	g := &Guard{cfg: cfg, err: cfg.validate(), inflight: newInflight()}
+	g := &Guard{cfg: cfg, err: cfg.validate()}
 	capacity := cfg.capacity
 	if g.err != nil {
 		capacity = 1 // unused: every Acquire fails
 	}
+	g.inflight = newInflight(capacity)
 	g.table = newTable(capacity, cfg.hotFor, cfg.handoff > 0)
 	return g
 }
@@ -67,11 +68,13 @@ type hold struct {
 }
 
 // Acquire takes the local lock of req's name when the name is hot (contended
-// in this process lately, or given to WithKeys), then the lock in Redis
-// through next, or takes over a lease handed off by the previous local
-// holder. It waits for the local lock until req.Deadline or the end of ctx,
-// and records the time waited in req.LocalWait. A name that is not hot, or
-// that finds every local lock of a full Guard in use, goes straight to next.
+// in this process lately, or given to WithKeys) or suspected of contention
+// (another acquire is in flight in its bucket of the in-flight sketch), then
+// the lock in Redis through next, or takes over a lease handed off by the
+// previous local holder. It waits for the local lock until req.Deadline or
+// the end of ctx, and records the time waited in req.LocalWait. A name that
+// is neither, or that finds no room for its local lock in the Guard, goes
+// straight to next.
 func (g *Guard) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (lease *core.Lease, err error) {
 	if g.err != nil {
 		return nil, g.err
@@ -85,16 +88,17 @@ func (g *Guard) Acquire(ctx context.Context, req *core.Request, next core.Acquir
 		}
 	}()
 	_, pinned := g.cfg.keys[req.Name]
-	create := pinned || (shared && g.cfg.hotFor > 0)
-	e, bypassed := g.table.join(req.Key, create, pinned)
+	e, hits, bypassed := g.table.join(req.Key, pinned, shared && g.cfg.hotFor > 0)
 	if bypassed {
 		g.bypasses.Add(1)
+	}
+	if hits > 0 {
+		g.hits.Add(int64(hits))
 	}
 	h.e = e
 	if e == nil {
 		lease, err = next(ctx, req)
 	} else {
-		g.hits.Add(1)
 		lease, err = g.acquireLocal(ctx, req, next, h)
 	}
 	if err != nil {
@@ -176,7 +180,6 @@ func (g *Guard) done(h *hold) {
 		}
 		g.table.leave(h.e)
 		h.e = nil // a lease kept after its release keeps no entry alive
-
 	}
 	g.inflight.exit(h.bucket)
 }

@@ -23,9 +23,17 @@ import (
 
 // handOff passes lease, with the local lock of e held by its releaser, to a
 // waiter parked on e, if handoff is on, fewer than k handoffs were made in a
-// row, and the lease is still valid. It reports whether the lease went.
+// row, and the lease still holds its lock. It reports whether the lease went.
+//
+// A lease that no longer holds its lock (core.Lease.Lost: its validity
+// passed, an Extend found the key gone, or its watchdog gave up while Redis
+// was unreachable) is not passed on: the caller releases it through next,
+// whose compare-and-delete removes its key if the key still holds its token.
+// Should the lease be lost between this check and the waiter's takeover,
+// core.Lease.Handoff refuses it and deletes its key, and the waiter takes the
+// lock in Redis (see takeOver).
 func (g *Guard) handOff(lease *core.Lease, e *entry) bool {
-	if e.pass == nil || e.streak >= g.cfg.handoff || !time.Now().Before(lease.ValidUntil()) {
+	if e.pass == nil || e.streak >= g.cfg.handoff || lease.Lost() {
 		return false
 	}
 	e.streak++ // the receiver reads it after the send

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,12 +173,38 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // parked waits until n goroutines hold or wait for name's local lock in in,
-// then lets the waiters reach their select.
+// and until the n-1 waiters among them are parked in the Guard's wait: from
+// then on a release or a handoff reaches them, and the local wait they
+// report includes any time that passes. It needs no sleep, so it holds on a
+// machine however busy.
 func (in *instance) parked(t testing.TB, name string, n int) {
 	t.Helper()
 	key := in.key(t, name)
-	waitFor(t, fmt.Sprintf("%d goroutines are on %s", n, name), func() bool { return in.guard.Waiters(key) == n })
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, fmt.Sprintf("%d goroutines are on %s, %d of them parked", n, name, n-1), func() bool {
+		return in.guard.Waiters(key) == n && parkedInWait() >= n-1
+	})
+}
+
+// parkedInWait counts the goroutines of the process blocked in the select of
+// the Guard's wait for a local lock, from a dump of their stacks.
+func parkedInWait() int {
+	buf := make([]byte, 64<<10)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	parked := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, "[select") && strings.Contains(g, "hotspot.(*Guard).wait(") {
+			parked++
+		}
+	}
+	return parked
 }
 
 // settled checks that in's Guard holds nothing for name any more and that

@@ -32,10 +32,17 @@ func defaultConfig() config {
 	return config{capacity: DefaultCapacity, hotFor: DefaultHotPeriod}
 }
 
-// WithCapacity bounds the number of local locks the Guard keeps (default
-// DefaultCapacity); n must be at least 1. Locks that are held or waited on are
-// never evicted: when all n are, further hot names bypass the Guard and
-// contend in Redis directly (counted as bypasses).
+// WithCapacity bounds the number of local locks of hot names the Guard keeps
+// (default DefaultCapacity); n must be at least 1. Locks that are held or
+// waited on are never evicted: when all n are, further names of WithKeys
+// bypass the Guard and contend in Redis directly (counted as bypasses).
+//
+// n also sizes automatic detection: the Guard allows n tentative local locks
+// besides, for acquires suspected of contention, and counts acquires in
+// flight in 32 × n hash buckets (4 bytes each, at least 4096, at most 2^20).
+// Detection of new hot names then keeps working up to about 8 × n acquires
+// of distinct names in flight at once; raise n for processes that hold more
+// leases at a time.
 func WithCapacity(n int) Option {
 	return func(c *config) { c.capacity = n }
 }

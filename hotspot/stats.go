@@ -2,18 +2,24 @@ package hotspot
 
 // Stats are a Guard's counters. All but Size are cumulative since New.
 type Stats struct {
-	// Hits counts acquires that went through a local lock.
+	// Hits counts acquires that went through the local lock of a hot name:
+	// a name given to WithKeys, or one seen contended in this process (the
+	// acquire that first found contention on a local lock counts the one
+	// it found there too). An acquire that took a tentative local lock on
+	// which no contention was seen is not a hit.
 	Hits int64
-	// Bypasses counts acquires of hot names that went straight to Redis
-	// because every local lock of the full Guard was in use.
+	// Bypasses counts acquires of names given to WithKeys that went
+	// straight to Redis because every local lock of the full Guard was in
+	// use. Names that are not hot never count as bypasses.
 	Bypasses int64
 	// Evictions counts idle local locks dropped to make room for others.
 	Evictions int64
 	// Handoffs counts leases passed from a releasing holder to a local
 	// waiter without a release and a re-acquire in Redis.
 	Handoffs int64
-	// Size is the number of local locks the Guard keeps now, at most its
-	// capacity.
+	// Size is the number of local locks of hot names the Guard keeps now,
+	// in use or idle, at most its capacity. Tentative local locks (see the
+	// package documentation) are not counted.
 	Size int
 }
 

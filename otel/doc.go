@@ -11,6 +11,18 @@
 //		guard,                                // a local-lock handler, if any
 //	))
 //
+// # Order in the chain
+//
+// Put the Handler (and the LogHandler) first, before a hotspot Guard:
+// core.WithHandlers(lockotel.New(), guard). A handler placed after the Guard,
+// as in core.WithHandlers(guard, lockotel.New()), sees only what reaches
+// Redis. With the Guard's local handoff on, that is wrong, not just partial:
+// an acquire served by a handoff is neither traced nor counted, and the
+// release that hands a lease off never reaches the handler, so that lease's
+// hold is not recorded and reqlock.leases.held grows by one at every handoff,
+// for good. Even without handoff, the local wait is then outside the acquire
+// span and metrics.
+//
 // Adapters label each request's context with its route template or RPC
 // method (core.ContextWithRoute); the Handler uses that label, never the lock
 // name, which has unbounded cardinality and may carry personal data.
@@ -45,15 +57,25 @@
 //	reqlock.route         as above
 //	reqlock.outcome       released, lost or error
 //	reqlock.hold.seconds  time from the acquire's return to the release's end
-//	error.type            on lost leases: expired or not_held; on failures: storage, _OTHER
+//	error.type            on lost leases: expired, not_held or renewal_failed; on failures: storage, _OTHER
 //
 // A lease is lost when it ended before Release was called: its TTL ran out
-// (error.type expired: Lease.Done had closed for the expiry) or Redis no
+// (error.type expired: Lease.Done had closed for the expiry), Redis no
 // longer held its token (not_held: the TTL ran out on the server first, or
-// an Extend found the key gone and closed Done). The Handler tells both from
-// Lease.ValidUntil and the release's error, at the release: it starts no
-// goroutine or timer per lease to watch Done. A lease that is never released
-// is not recorded (and stays counted in reqlock.leases.held).
+// an Extend found the key gone and closed Done), or its watchdog could not
+// renew it while Redis was unreachable and gave it up (renewal_failed: Done
+// had closed, although the release may still have found the key and deleted
+// it). The Handler tells them apart at the release, from Lease.Lost and
+// Lease.ValidUntil read before the release runs and from the release's
+// error: it starts no goroutine or timer per lease to watch Done. A lease
+// that is never released is not recorded (and stays counted in
+// reqlock.leases.held).
+//
+// A panic further in the chain, during an acquire or a release, ends the
+// span with error.type _OTHER and status Error and is recorded in the
+// metrics like any failure (a lease whose release panicked stops counting as
+// held: core ends it); then the panic goes on up the stack, unchanged. The
+// LogHandler logs such calls as failures too.
 //
 // # Metrics
 //
@@ -76,5 +98,7 @@
 // WithTracerProvider and WithMeterProvider choose the providers; by default
 // New takes the global ones (which forward to providers installed later with
 // otel.SetTracerProvider and otel.SetMeterProvider). The tracer and meter are
-// named ScopeName. The package keeps no global state of its own.
+// named ScopeName, with the instrumentation version Version() (the module's
+// version in the binary's build information). The package keeps no global
+// state of its own.
 package lockotel

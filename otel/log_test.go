@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/adaptertest"
+	"github.com/reqlock/reqlock/internal/redistest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
 
@@ -55,14 +58,20 @@ func (b *logBuffer) lines(t *testing.T) []map[string]any {
 // Debug and above into the returned buffer.
 func newLogLocker(t *testing.T, lopts []lockotel.LogOption, opts ...core.Option) (*core.Locker, *logBuffer) {
 	t.Helper()
-	buf := &logBuffer{}
-	logger := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := lockotel.NewLogHandler(logger, lopts...)
+	h, buf := newLogHandler(lopts...)
 	l := core.New(adaptertest.Shared.Client(t), append([]core.Option{core.WithHandlers(h)}, opts...)...)
 	if err := l.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return l, buf
+}
+
+// newLogHandler returns a LogHandler writing JSON lines at level Debug and
+// above into the returned buffer.
+func newLogHandler(lopts ...lockotel.LogOption) (*lockotel.LogHandler, *logBuffer) {
+	buf := &logBuffer{}
+	logger := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return lockotel.NewLogHandler(logger, lopts...), buf
 }
 
 // want checks the fields of a log line; a nil value means "present".
@@ -223,5 +232,56 @@ func TestLogDefaultLogger(t *testing.T) {
 	_ = lease.Release(context.Background())
 	if lines := buf.lines(t); len(lines) != 2 || lines[0]["level"] != "INFO" {
 		t.Fatalf("lines on the default logger:\n%s", buf)
+	}
+}
+
+// A panic further in the chain is logged as a failure, and goes on.
+func TestLogPanicInTheChain(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	h, buf := newLogHandler()
+	p := &panicky{}
+	l := core.New(adaptertest.Shared.Client(t), core.WithHandlers(h, p))
+	ctx := context.Background()
+	name := uniq(t)
+	p.acquire.Store(true)
+	mustPanic(t, func() { _, _ = l.Acquire(ctx, name) })
+	p.acquire.Store(false)
+	lease, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.release.Store(true)
+	mustPanic(t, func() { _ = lease.Release(ctx) })
+	lines := buf.lines(t)
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), buf)
+	}
+	want(t, lines[0], map[string]any{"level": "WARN", "msg": "lock acquire", "outcome": "error", "error_type": "_OTHER", "error": nil})
+	want(t, lines[1], map[string]any{"msg": "lock acquire", "outcome": "acquired"})
+	want(t, lines[2], map[string]any{"level": "WARN", "msg": "lock release", "outcome": "error", "error_type": "_OTHER", "hold": nil})
+}
+
+// A lease whose watchdog gave it up is logged as lost, even when its release
+// then finds its key and deletes it.
+func TestLogLeaseGivenUpByItsWatchdog(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	h, buf := newLogHandler()
+	proxy := redistest.NewProxy(t, adaptertest.Shared.Addr())
+	opts, lopts := watchdogOptions(proxy)
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	l := core.New(c, append(lopts, core.WithHandlers(h))...)
+	ctx := context.Background()
+	lease := watchdogOutage(t, l, proxy, ctx, uniq(t))
+	if err := lease.Release(ctx); err != nil && !errors.Is(err, core.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	lines := buf.lines(t)
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2:\n%s", len(lines), buf)
+	}
+	want(t, lines[1], map[string]any{"level": "WARN", "msg": "lock release", "outcome": "lost"})
+	if et := lines[1]["error_type"]; et != lockotel.ErrorTypeRenewalFailed && et != lockotel.ErrorTypeNotHeld {
+		t.Errorf("error_type = %v, want renewal_failed (or not_held had the key expired)", et)
 	}
 }

@@ -87,8 +87,8 @@ func newInstruments(meter metric.Meter) instruments {
 // guardCounters maps the keys of Guard.Counters to their instruments'
 // names; size is apart, as it is not cumulative.
 var guardCounters = []struct{ key, name, unit, desc string }{
-	{"hits", MetricHotspotHits, "{acquire}", "Acquires that took a local lock of the hotspot guard."},
-	{"bypasses", MetricHotspotBypasses, "{acquire}", "Acquires that bypassed the hotspot guard's full local map."},
+	{"hits", MetricHotspotHits, "{acquire}", "Acquires of hot names that went through a local lock of the hotspot guard."},
+	{"bypasses", MetricHotspotBypasses, "{acquire}", "Acquires of hot names that went straight to Redis because every local lock of the hotspot guard was in use."},
 	{"evictions", MetricHotspotEvicts, "{entry}", "Idle local locks evicted from the hotspot guard."},
 	{"handoffs", MetricHotspotHandoffs, "{handoff}", "Locks handed from a holder to a local waiter without a Redis round trip."},
 }

@@ -64,10 +64,13 @@ const (
 	// OutcomeReleased: the lease was still valid and its lock was deleted
 	// (or handed to a local waiter).
 	OutcomeReleased = "released"
-	// OutcomeLost: the lease had ended before Release: its TTL ran out
-	// (error.type "expired"), or Redis no longer held its token
-	// (error.type "not_held", e.g. after a failed Extend). Part of the
-	// critical section ran without the lock.
+	// OutcomeLost: the lease had ended before Release (core.Lease.Lost):
+	// its TTL ran out (error.type "expired"), Redis no longer held its
+	// token (error.type "not_held", e.g. after a failed Extend), or its
+	// watchdog could not renew it while Redis was unreachable and gave it
+	// up (error.type "renewal_failed"; the release then deleted the key if
+	// it was still there). Part of the critical section ran without the
+	// lock, or with Done closed.
 	OutcomeLost = "lost"
 	// OutcomeError is also the outcome of a release that Redis failed; the
 	// lock then expires on its TTL.
@@ -83,8 +86,14 @@ const (
 	ErrorTypeInvalid          = "invalid"           // core.ErrInvalidName, core.ErrInvalidOption
 	ErrorTypeNotHeld          = "not_held"          // core.ErrNotHeld
 	ErrorTypeExpired          = "expired"           // released after the lease's TTL ran out
-	ErrorTypeOther            = "_OTHER"            // anything else (the semantic conventions' fallback)
+	ErrorTypeRenewalFailed    = "renewal_failed"    // released after its watchdog gave it up (Redis unreachable)
+	ErrorTypeOther            = "_OTHER"            // anything else, a panic in the chain included (the semantic conventions' fallback)
 )
+
+// errPanicked stands for the result of a call of the chain that panicked:
+// the handlers record it as a failure of type _OTHER, then let the panic go
+// on.
+var errPanicked = errors.New("reqlock: the handler chain panicked")
 
 // errorType classifies err into one of the ErrorType constants; "" for nil.
 func errorType(err error) string {
@@ -122,17 +131,41 @@ func acquireOutcome(err error) (outcome, errType string) {
 	return OutcomeError, errType
 }
 
-// releaseOutcome returns the outcome of a release that started at start and
-// returned err, for a lease valid until validUntil. A lease is lost when the
-// release started after its validity ended (Lease.Done had closed for the
-// expiry then), or when Redis no longer held its token (ErrNotHeld: the TTL
-// ran out, or an Extend found the key gone and closed Done).
-func releaseOutcome(err error, start, validUntil time.Time) (outcome, errType string) {
+// leaseAtRelease is what a handler reads of a lease before it releases it.
+type leaseAtRelease struct {
+	start      time.Time // of the release
+	validUntil time.Time
+	lost       bool // core.Lease.Lost, before the release ran
+}
+
+// leaseBefore reads lease before its release runs: after it, a lease lost by
+// its watchdog whose key the release deleted would look released.
+func leaseBefore(lease *core.Lease) leaseAtRelease {
+	return leaseAtRelease{start: time.Now(), validUntil: lease.ValidUntil(), lost: lease.Lost()}
+}
+
+// releaseOutcome returns the outcome of a release that returned err, of a
+// lease in state before when the release started, and its error type.
+//
+// A release whose chain panicked is an error of type _OTHER. A lease is lost
+// when the release started after its validity ended (Lease.Done had closed
+// for the expiry then: expired), when Redis no longer held its token
+// (ErrNotHeld: the TTL ran out, or an Extend found the key gone and closed
+// Done: not_held), or when it was lost otherwise before the release, which
+// is its watchdog giving it up (renewal_failed, or the release's own error
+// type if that failed too).
+func releaseOutcome(err error, before leaseAtRelease) (outcome, errType string) {
 	errType = errorType(err)
 	switch {
-	case !start.Before(validUntil):
+	case errors.Is(err, errPanicked):
+		return OutcomeError, ErrorTypeOther
+	case !before.start.Before(before.validUntil):
 		return OutcomeLost, ErrorTypeExpired
 	case errType == ErrorTypeNotHeld:
+		return OutcomeLost, errType
+	case before.lost && errType == "":
+		return OutcomeLost, ErrorTypeRenewalFailed
+	case before.lost:
 		return OutcomeLost, errType
 	case errType != "":
 		return OutcomeError, errType
@@ -140,9 +173,13 @@ func releaseOutcome(err error, start, validUntil time.Time) (outcome, errType st
 	return OutcomeReleased, ""
 }
 
-// statusText is the span status description of a failure of type errType:
-// the sentinel's message, never the error's own text, which names the lock.
-func statusText(errType string) string {
+// statusText is the span status description of a failure of type errType,
+// err: the sentinel's message, never the error's own text, which names the
+// lock.
+func statusText(errType string, err error) string {
+	if errors.Is(err, errPanicked) {
+		return errPanicked.Error()
+	}
 	switch errType {
 	case ErrorTypeTimeout:
 		return core.ErrTimeout.Error()
@@ -158,6 +195,8 @@ func statusText(errType string) string {
 		return core.ErrNotHeld.Error()
 	case ErrorTypeExpired:
 		return "reqlock: the lease expired before its release"
+	case ErrorTypeRenewalFailed:
+		return "reqlock: the watchdog gave the lease up before its release"
 	}
 	return "reqlock: failed"
 }

@@ -7,7 +7,10 @@
 //	go run ./examples/orders -demo -telemetry=stdout   # ... and print its traces and metrics as JSON
 //
 // Traces and metrics go to an OpenTelemetry collector over OTLP when
-// OTEL_EXPORTER_OTLP_ENDPOINT is set (see -telemetry).
+// OTEL_EXPORTER_OTLP_ENDPOINT is set, or each signal alone when
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or _METRICS_ENDPOINT is; over HTTP by
+// default, over gRPC with OTEL_EXPORTER_OTLP_PROTOCOL=grpc (see -telemetry).
+// At exit, the last of them are flushed for at most 5 s.
 //
 // It uses an embedded Redis (miniredis) unless REDIS_ADDR names a real one.
 package main
@@ -37,7 +40,7 @@ func main() {
 	shutdown, err := setupTelemetry(ctx, *telemetryFlag, os.Stdout)
 	if err == nil {
 		err = run(ctx, cfg, os.Stdout)
-		err = errors.Join(err, shutdown(context.Background())) // flushes the last spans and metrics
+		err = errors.Join(err, stopTelemetry(shutdown, shutdownTimeout)) // flushes the last spans and metrics
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "orders:", err)
