@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command of the README: installs redis-server when it is missing
 # (with apt-get, when run as root), then vets and runs every test with the race
-# detector against real redis-server processes started by the tests.
+# detector against real redis-server processes started by the tests, in the
+# main module and in the benchmarks module (a smoke run of every
+# implementation compared there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +28,4 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -race -count=1 ./...
+(cd benchmarks && go vet ./... && go test -race -count=1 ./...)
