@@ -260,3 +260,87 @@ func TestRedlockBadInput(t *testing.T) {
 		t.Fatalf("a bad option: %v", err)
 	}
 }
+
+// partitioned returns clients of the nodes in which the last node is reached
+// through a proxy, and the proxy: Blackhole partitions that node (its
+// connections stay open and nothing comes back), as a network partition does.
+func partitioned(t *testing.T, nodes redistest.Nodes) ([]redis.UniversalClient, *redistest.Proxy) {
+	t.Helper()
+	last := nodes[len(nodes)-1]
+	p := redistest.NewProxy(t, last.Addr())
+	clients := nodes[:len(nodes)-1].Clients(t)
+	opts := last.Options()
+	opts.Addr = p.Addr()
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return append(clients, c), p
+}
+
+// TestRedlockPartitionedNode partitions one node of five (no reply, no
+// reset): acquires, with and without fencing, must not wait for it until
+// their deadline, and a lease kept by the watchdog must not be lost.
+func TestRedlockPartitionedNode(t *testing.T) {
+	leakCheck(t)
+	const ioTimeout = 2 * time.Second
+	nodes := redistest.StartNodes(t, 5)
+	ctx := context.Background()
+	for _, fencing := range []bool{false, true} {
+		clients, p := partitioned(t, nodes)
+		opts := []core.Option{core.WithIOTimeout(ioTimeout), core.WithWait(0)}
+		if fencing {
+			opts = append(opts, core.WithFencing())
+		}
+		l := core.NewRedlock(clients, opts...)
+		t.Cleanup(func() { _ = l.Close() })
+		p.Blackhole()
+		for i := 0; i < 3; i++ {
+			start := time.Now()
+			lease, err := l.Acquire(ctx, uniq(t))
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("fencing %v: acquire with 1 of 5 nodes partitioned: %v (after %v)", fencing, err, took)
+			}
+			if took >= ioTimeout/2 {
+				t.Fatalf("fencing %v: the acquire took %v: it waited for the partitioned node (I/O timeout %v)", fencing, took, ioTimeout)
+			}
+			if n := holders(nodes[:4], lease.Key(), lease.Token()); n < 3 {
+				t.Fatalf("fencing %v: the lock is on %d reachable nodes", fencing, n)
+			}
+			start = time.Now()
+			if err := lease.Release(ctx); err != nil {
+				t.Fatalf("fencing %v: release: %v", fencing, err)
+			}
+			if d := time.Since(start); d >= ioTimeout/2 {
+				t.Fatalf("fencing %v: the release took %v: it waited for the partitioned node", fencing, d)
+			}
+			t.Logf("fencing %v: acquired in %v with 1 of 5 nodes partitioned", fencing, took.Round(time.Millisecond))
+		}
+		p.Restore()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The watchdog keeps a lease across several TTLs.
+	const ttl = time.Second
+	clients, p := partitioned(t, nodes)
+	l := core.NewRedlock(clients, core.WithTTL(ttl), core.WithWatchdog(), core.WithFencing())
+	t.Cleanup(func() { _ = l.Close() })
+	p.Blackhole()
+	lease, err := l.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+		t.Fatal("the watchdog lost the lease with 1 of 5 nodes partitioned")
+	case <-time.After(3 * ttl):
+	}
+	if n := holders(nodes[:4], lease.Key(), lease.Token()); n < 3 {
+		t.Fatalf("after 3 TTLs the lock is on %d reachable nodes", n)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Restore()
+}
