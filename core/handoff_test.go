@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/redistest"
 )
 
 // request builds the Request a waiter for lease's name would pass to Handoff.
@@ -208,5 +211,31 @@ func TestHandoffThroughHandlers(t *testing.T) {
 	}
 	if n, _ := e.client.Exists(ctx, first.Key()).Result(); n != 0 {
 		t.Fatal("the last holder's release left the key")
+	}
+}
+
+// TestHandoffOfARedlockLockWithoutAQuorumDeletesWhatIsLeft: the key is gone
+// from 3 of 5 nodes, so the handoff's extend finds no quorum and fails with
+// ErrNotHeld; the 2 nodes that still hold the token must not keep it for a
+// whole TTL, as nobody owns it any more.
+func TestHandoffOfARedlockLockWithoutAQuorumDeletesWhatIsLeft(t *testing.T) {
+	leakCheck(t)
+	nodes := redistest.StartNodes(t, 5)
+	l := redlockEnv(t, nodes, core.WithTTL(time.Minute), core.WithFencing())
+	ctx := context.Background()
+	first, err := l.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range nodes[:3] {
+		c := redis.NewClient(s.Options())
+		c.Del(ctx, first.Key())
+		_ = c.Close()
+	}
+	if _, err := first.Handoff(ctx, request(first, time.Minute)); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("handoff without a quorum = %v, want ErrNotHeld", err)
+	}
+	if n := holders(nodes, first.Key(), first.Token()); n != 0 {
+		t.Fatalf("the failed handoff left the key on %d nodes, with no holder", n)
 	}
 }
