@@ -79,7 +79,8 @@ func channelOf(key string) string { return key + ":released" }
 // native command. GET returns the value the key already had: none means the
 // key is now ours; our own token means that the client re-sent this attempt
 // after losing the reply of a transmission that did set the key, so it is
-// ours too, instead of a lock that waits for itself until its TTL ends.
+// ours too, instead of a lock that waits for itself until its TTL ends, once
+// a compare-and-extend has given it the TTL of this attempt.
 //
 // A native command costs Redis, the resource every instance shares, a fifth
 // of the CPU of a script doing the same (about 2 µs against 9 µs per call on
@@ -96,8 +97,15 @@ func (s redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.
 		switch {
 		case err == redis.Nil:
 			return true, 0, nil
+		case err == nil && old == token:
+			// Ours, but with the TTL it was set with back then: reset it
+			// (one more round trip, on this rare path only), as the
+			// scripts do, or the key could expire before the validity
+			// the lease is given.
+			ok, _, err := s.extend(ctx, key, token, ttl, false)
+			return ok, 0, err
 		case err == nil:
-			return old == token, 0, nil
+			return false, 0, nil
 		case !isSyntaxError(err):
 			return false, 0, err
 		}
