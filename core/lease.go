@@ -92,7 +92,12 @@ func (l *Lease) held() bool {
 // for clock drift between this process and the server (1% of the TTL plus
 // 2 ms, as in Redlock), so that Done closes before Redis frees the key.
 func validity(sent time.Time, ttl time.Duration) time.Time {
-	return sent.Add(ttl - ttl/100 - 2*time.Millisecond)
+	return sent.Add(validFor(ttl))
+}
+
+// validFor is how long a lock given ttl is valid after its command was sent.
+func validFor(ttl time.Duration) time.Duration {
+	return ttl - ttl/100 - 2*time.Millisecond
 }
 
 // Name returns the lock name given to Acquire.

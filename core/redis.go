@@ -13,8 +13,7 @@ import (
 )
 
 // This file is the Redis backend on one deployment. Each command is one round
-// trip (scripts run by EVALSHA, falling back to EVAL once per server when the
-// script is not cached yet).
+// trip (scripts run by EVAL the first time, by EVALSHA afterwards; see run).
 
 var (
 	//go:embed acquire.lua
@@ -62,12 +61,38 @@ type redisStore struct {
 	// noSetGet is set once the server rejected SET ... NX GET (servers before
 	// Redis 7.0); acquires then run acquire.lua instead.
 	noSetGet *atomic.Bool
-	fencing  bool // WithFencing
-	notify   bool // WithNotify
+	// cached holds, per script, whether it ran on this deployment already
+	// (see run). The map is read-only; its values are shared by copies.
+	cached  map[*redis.Script]*atomic.Bool
+	fencing bool // WithFencing
+	notify  bool // WithNotify
 }
 
 func newRedisStore(client redis.UniversalClient, cfg *config) redisStore {
-	return redisStore{client: client, noSetGet: new(atomic.Bool), fencing: cfg.fencing, notify: cfg.notify}
+	cached := make(map[*redis.Script]*atomic.Bool)
+	for _, sc := range []*redis.Script{acquireScript, acquireFencedScript, releaseScript, extendScript, extendFencedScript, fenceFloorScript} {
+		cached[sc] = new(atomic.Bool)
+	}
+	return redisStore{client: client, noSetGet: new(atomic.Bool), cached: cached, fencing: cfg.fencing, notify: cfg.notify}
+}
+
+// run runs a script in one round trip. Its first run on this deployment
+// sends the script's text (EVAL, which also caches it in Redis), later ones
+// its hash (EVALSHA, falling back to EVAL once when a restarted or
+// failed-over server, or another cluster master, has not cached it yet).
+// EVALSHA alone would make the first call of each script three round trips
+// (EVALSHA, NOSCRIPT, EVAL): the first renewal of a watchdog on a slow link
+// could then come too late.
+func (s redisStore) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	seen := s.cached[sc]
+	if seen.Load() {
+		return sc.Run(ctx, s.client, keys, args...)
+	}
+	cmd := sc.Eval(ctx, s.client, keys, args...)
+	if err := cmd.Err(); err == nil || err == redis.Nil {
+		seen.Store(true)
+	}
+	return cmd
 }
 
 // Companion keys of a lock key: appended to it, so that they share its hash
@@ -89,7 +114,7 @@ func channelOf(key string) string { return key + ":released" }
 // and increments the fence counter.
 func (s redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
 	if s.fencing {
-		fence, err := acquireFencedScript.Run(ctx, s.client, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
+		fence, err := s.run(ctx, acquireFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
 		return err == nil && fence > 0, fence, err
 	}
 	if !s.noSetGet.Load() {
@@ -111,7 +136,7 @@ func (s redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.
 		}
 		s.noSetGet.Store(true)
 	}
-	n, err := acquireScript.Run(ctx, s.client, []string{key}, token, ttl.Milliseconds()).Int64()
+	n, err := s.run(ctx, acquireScript, []string{key}, token, ttl.Milliseconds()).Int64()
 	return n == 1, 0, err
 }
 
@@ -128,7 +153,7 @@ func (s redisStore) release(ctx context.Context, key, token string) (bool, error
 	if s.notify {
 		args = append(args, channelOf(key))
 	}
-	n, err := releaseScript.Run(ctx, s.client, []string{key}, args...).Int64()
+	n, err := s.run(ctx, releaseScript, []string{key}, args...).Int64()
 	return n == 1, err
 }
 
@@ -136,17 +161,17 @@ func (s redisStore) release(ctx context.Context, key, token string) (bool, error
 // fencing token when asked to and fencing is on.
 func (s redisStore) extend(ctx context.Context, key, token string, ttl time.Duration, newFence bool) (bool, int64, error) {
 	if newFence && s.fencing {
-		fence, err := extendFencedScript.Run(ctx, s.client, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
+		fence, err := s.run(ctx, extendFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
 		return err == nil && fence > 0, fence, err
 	}
-	n, err := extendScript.Run(ctx, s.client, []string{key}, token, ttl.Milliseconds()).Int64()
+	n, err := s.run(ctx, extendScript, []string{key}, token, ttl.Milliseconds()).Int64()
 	return n == 1, 0, err
 }
 
 // raiseFence sets the fence counter to at least fence if the key still holds
 // token (Redlock's second phase, see fence_floor.lua).
 func (s redisStore) raiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
-	n, err := fenceFloorScript.Run(ctx, s.client, []string{key, fenceKey(key)}, token, fence).Int64()
+	n, err := s.run(ctx, fenceFloorScript, []string{key, fenceKey(key)}, token, fence).Int64()
 	return n == 1, err
 }
 

@@ -62,14 +62,14 @@ func (l *Locker) renewEvery(ttl time.Duration) time.Duration {
 // every quarter interval until only one interval of validity is left; the
 // lease is then given up as lost, so that Done closes while the lock is still
 // ours in Redis, not after it may have passed to someone else.
+//
+// Renewals are timed from when the command that set the current expiry was
+// sent (see untilRenewal), not from when its reply came back: on a slow link
+// the schedule would otherwise slip by a round trip per renewal towards the
+// give-up time, which is fixed by the expiry.
 func (l *Lease) renew(ctx context.Context, w *watchdog) {
 	defer close(w.exited)
-	ttl := l.TTL()
-	every := l.locker.renewEvery(ttl)
-	// First renewal when a fresh lease of this TTL would make it: a lease
-	// handed off without a round trip inherits an older expiry.
-	first := min(every, max(0, time.Until(l.ValidUntil())-(ttl-ttl/100-2*time.Millisecond-every)))
-	timer := time.NewTimer(first)
+	timer := time.NewTimer(l.untilRenewal())
 	defer timer.Stop()
 	for {
 		select {
@@ -85,7 +85,7 @@ func (l *Lease) renew(ctx context.Context, w *watchdog) {
 		cancel()
 		switch {
 		case err == nil:
-			timer.Reset(every)
+			timer.Reset(l.untilRenewal())
 		case errors.Is(err, ErrNotHeld):
 			return // lost, released or handed off; Done is closed
 		default: // Redis failed, or giveUp passed, or stop cancelled the call
@@ -102,6 +102,17 @@ func (l *Lease) renew(ctx context.Context, w *watchdog) {
 			timer.Reset(min(every/4, left))
 		}
 	}
+}
+
+// untilRenewal returns how long the watchdog waits for l's next renewal: one
+// interval after the command that set l's expiry was sent. A lease handed off
+// without a round trip inherits an older expiry, and is renewed sooner.
+func (l *Lease) untilRenewal() time.Duration {
+	l.mu.Lock()
+	ttl, validUntil := l.ttl, l.validUntil
+	l.mu.Unlock()
+	sent := validUntil.Add(-validFor(ttl))
+	return max(0, time.Until(sent.Add(l.locker.renewEvery(ttl))))
 }
 
 // giveUp marks a lease lost that the watchdog could not renew in time.

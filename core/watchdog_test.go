@@ -259,3 +259,39 @@ func TestLost(t *testing.T) {
 		t.Fatal("a released lease reports Lost")
 	}
 }
+
+// TestWatchdogOnASlowLink renews a lease over a link whose round trip is a
+// sixth of the TTL, to a server that has never run the renewal script: the
+// renewals must keep the lease, which they do only if each is sent an
+// interval after the previous one was sent (not after its reply came back)
+// and the first one is not two round trips (EVALSHA, NOSCRIPT, EVAL).
+func TestWatchdogOnASlowLink(t *testing.T) {
+	leakCheck(t)
+	const ttl = 1200 * time.Millisecond
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	p.SetDelay(ttl / 12) // a round trip of TTL/6
+	opts := srv.Options()
+	opts.Addr = p.Addr()
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	l := core.New(client, core.WithTTL(ttl), core.WithWatchdog())
+	ctx := context.Background()
+	// A new connection costs round trips of its own (HELLO and more), which
+	// count against the first lease's validity: start with one open.
+	if err := client.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := l.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+		t.Fatalf("the watchdog lost a healthy lease on a link with a round trip of %v (TTL %v)", 2*p.Delay(), ttl)
+	case <-time.After(3 * ttl):
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
