@@ -181,7 +181,7 @@ func (s redisStore) raiseFence(ctx context.Context, key, token string, fence int
 // SET whose reply was lost does not keep the name locked for a whole TTL.
 func mayHaveApplied(err error) bool {
 	var q *quorumError // Redlock cleaned up after itself already
-	if errors.As(err, &q) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) {
+	if errors.As(err, &q) || errors.Is(err, errSlowQuorum) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) {
 		return false
 	}
 	var reply redis.Error // the server answered with an error: the command did not run

@@ -242,11 +242,36 @@ func (r redlockStore) tryAcquire(ctx context.Context, key, token string, ttl tim
 	if held && r.fencing {
 		held, err = r.raiseFence(vctx, key, token, fence)
 	}
-	if held && time.Now().Before(valid) {
+	if held, err = settle(vctx, held, err, valid); held {
 		return true, fence, nil
 	}
 	r.releaseAll(ctx, key, token, results)
 	return false, 0, err
+}
+
+// errSlowQuorum is the storage error of a Redlock acquire or extend whose
+// quorum came after the lock's validity ran out, or was cut off by the
+// deadline (the validity, or the I/O timeout) while nodes that could have
+// made it had not answered: slow nodes, not another holder.
+var errSlowQuorum = errors.New("redlock: no quorum in time")
+
+// settle ends an acquire or extend whose quorum phases ran under vctx, with
+// deadline valid: the lock is held if a quorum took it before valid. A
+// quorum after valid, or none by a deadline that passed, is errSlowQuorum
+// (where no quorumError is reported already), so that the watchdog retries
+// and Acquire reports a storage failure rather than a busy lock.
+func settle(vctx context.Context, held bool, err error, valid time.Time) (bool, error) {
+	switch {
+	case held && time.Now().Before(valid):
+		return true, nil
+	case err != nil:
+		return false, err
+	case held:
+		return false, fmt.Errorf("%w: quorum reached after the validity ran out", errSlowQuorum)
+	case vctx.Err() != nil:
+		return false, fmt.Errorf("%w: the nodes that could make a quorum did not answer before the deadline", errSlowQuorum)
+	}
+	return false, nil
 }
 
 // raiseFence is the second phase of a fenced acquire or handoff: the quorum's
@@ -331,7 +356,7 @@ func (r redlockStore) extend(ctx context.Context, key, token string, ttl time.Du
 	if held && newFence && r.fencing {
 		held, err = r.raiseFence(vctx, key, token, fence)
 	}
-	if held && time.Now().Before(valid) {
+	if held, err = settle(vctx, held, err, valid); held {
 		return true, fence, nil
 	}
 	return false, 0, err

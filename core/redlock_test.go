@@ -261,19 +261,23 @@ func TestRedlockBadInput(t *testing.T) {
 	}
 }
 
-// partitioned returns clients of the nodes in which the last node is reached
-// through a proxy, and the proxy: Blackhole partitions that node (its
+// partitioned returns clients of the nodes in which the last k nodes are
+// reached through proxies, and the proxies: Blackhole partitions a node (its
 // connections stay open and nothing comes back), as a network partition does.
-func partitioned(t *testing.T, nodes redistest.Nodes) ([]redis.UniversalClient, *redistest.Proxy) {
+func partitioned(t *testing.T, nodes redistest.Nodes, k int) ([]redis.UniversalClient, []*redistest.Proxy) {
 	t.Helper()
-	last := nodes[len(nodes)-1]
-	p := redistest.NewProxy(t, last.Addr())
-	clients := nodes[:len(nodes)-1].Clients(t)
-	opts := last.Options()
-	opts.Addr = p.Addr()
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { _ = c.Close() })
-	return append(clients, c), p
+	clients := nodes[:len(nodes)-k].Clients(t)
+	var proxies []*redistest.Proxy
+	for _, s := range nodes[len(nodes)-k:] {
+		p := redistest.NewProxy(t, s.Addr())
+		opts := s.Options()
+		opts.Addr = p.Addr()
+		c := redis.NewClient(opts)
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+		proxies = append(proxies, p)
+	}
+	return clients, proxies
 }
 
 // TestRedlockPartitionedNode partitions one node of five (no reply, no
@@ -285,7 +289,8 @@ func TestRedlockPartitionedNode(t *testing.T) {
 	nodes := redistest.StartNodes(t, 5)
 	ctx := context.Background()
 	for _, fencing := range []bool{false, true} {
-		clients, p := partitioned(t, nodes)
+		clients, ps := partitioned(t, nodes, 1)
+		p := ps[0]
 		opts := []core.Option{core.WithIOTimeout(ioTimeout), core.WithWait(0)}
 		if fencing {
 			opts = append(opts, core.WithFencing())
@@ -323,7 +328,8 @@ func TestRedlockPartitionedNode(t *testing.T) {
 
 	// The watchdog keeps a lease across several TTLs.
 	const ttl = time.Second
-	clients, p := partitioned(t, nodes)
+	clients, ps := partitioned(t, nodes, 1)
+	p := ps[0]
 	l := core.NewRedlock(clients, core.WithTTL(ttl), core.WithWatchdog(), core.WithFencing())
 	t.Cleanup(func() { _ = l.Close() })
 	p.Blackhole()
@@ -343,4 +349,59 @@ func TestRedlockPartitionedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Restore()
+}
+
+// TestRedlockSlowQuorumIsAStorageError: one node of five is held by another
+// client and two are partitioned, so that a quorum could only come from the
+// partitioned nodes. Their silence is a storage failure, not contention:
+// Acquire must fail with ErrStorage (not ErrTimeout after its whole wait),
+// and an Extend must fail with ErrStorage without losing the lease, which
+// the watchdog would then retry.
+func TestRedlockSlowQuorumIsAStorageError(t *testing.T) {
+	leakCheck(t)
+	nodes := redistest.StartNodes(t, 5)
+	clients, proxies := partitioned(t, nodes, 2)
+	l := core.NewRedlock(clients, core.WithTTL(10*time.Second), core.WithIOTimeout(300*time.Millisecond), core.WithWait(5*time.Second))
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	name := uniq(t)
+	key, _ := l.Key(name)
+	foreign := redis.NewClient(nodes[2].Options())
+	defer foreign.Close()
+	foreign.Set(ctx, key, "foreign", time.Minute)
+	for _, p := range proxies {
+		p.Blackhole()
+	}
+	start := time.Now()
+	_, err := l.Acquire(ctx, name)
+	took := time.Since(start)
+	if !errors.Is(err, core.ErrStorage) || errors.Is(err, core.ErrTimeout) {
+		t.Fatalf("acquire without a quorum in time = %v after %v, want ErrStorage", err, took)
+	}
+	t.Logf("acquire: %v after %v", err, took.Round(time.Millisecond))
+	for _, p := range proxies {
+		p.Restore()
+	}
+	foreign.Del(ctx, key)
+
+	lease, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign.Set(ctx, key, "foreign", time.Minute) // lost on node 2 only
+	for _, p := range proxies {
+		p.Blackhole()
+	}
+	if err := lease.Extend(ctx, 10*time.Second); !errors.Is(err, core.ErrStorage) {
+		t.Fatalf("extend without a quorum in time = %v, want ErrStorage", err)
+	}
+	if lease.Lost() {
+		t.Fatal("an extend that got no quorum in time marked the lease lost")
+	}
+	for _, p := range proxies {
+		p.Restore()
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
