@@ -59,7 +59,7 @@ func (l *Lease) Handoff(ctx context.Context, req *Request) (*Lease, error) {
 	l.closeDoneLocked() // also stops l's watchdog: the next lease runs its own
 	validUntil, heldTTL := l.validUntil, l.ttl
 	l.mu.Unlock()
-	l.stopWatchdog()
+	stopped := l.stopWatchdog()
 
 	locker := l.locker
 	fencing := locker.cfg.fencing
@@ -90,5 +90,11 @@ func (l *Lease) Handoff(ctx context.Context, req *Request) (*Lease, error) {
 	if !fencing {
 		fence = l.fence
 	}
-	return locker.newLease(req.Name, l.key, l.token, fence, ttl, validity(sent, ttl)), nil
+	validUntil = validity(sent, ttl)
+	if !stopped {
+		// A renewal of l still in flight may land after this extend and
+		// cut the lock back to l's TTL: count on no more than that.
+		validUntil = validity(sent, min(ttl, heldTTL))
+	}
+	return locker.newLease(req.Name, l.key, l.token, fence, ttl, validUntil), nil
 }

@@ -117,6 +117,14 @@ func WithHandlers(handlers ...Handler) Option {
 // Each held lease has a goroutine renewing it until Release (or until it is
 // lost or handed off): a lease that is never released is renewed forever,
 // so release every lease, typically with defer.
+//
+// Give the client ContextTimeoutEnabled (redis.Options) and a read timeout
+// well below the TTL. The watchdog gives a lease up on time whatever the
+// client does, but a client without ContextTimeoutEnabled ignores the
+// deadlines of the Locker's calls: a renewal stuck on a partitioned
+// connection then runs until the client's own read timeout (3 s by
+// default), and Release waits up to the I/O timeout for it before sending
+// its command.
 func WithWatchdog() Option {
 	return func(c *config) { c.watchdog = true }
 }

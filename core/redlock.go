@@ -47,8 +47,12 @@ import (
 // restart nodes only after the longest TTL has passed, or run them with
 // persistence (appendfsync always).
 //
-// Give the clients a dial and read timeout well below the TTL. NewRedlock
-// reports an empty list or a nil client through Err, like New.
+// Give the clients a dial and read timeout well below the TTL, and
+// ContextTimeoutEnabled (redis.Options), so that the I/O timeout and the
+// lock's validity bound each node's call: without it a call to a
+// partitioned node runs on in the background until the client's own read
+// timeout. NewRedlock reports an empty list or a nil client through Err,
+// like New.
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) *Locker {
 	var errs []error
 	if len(clients) == 0 {

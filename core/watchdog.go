@@ -36,12 +36,23 @@ func (w *watchdog) signal() {
 }
 
 // stopWatchdog stops l's watchdog and waits until it has returned, so that
-// no renewal is in flight afterwards. It must not run on the watchdog's own
-// goroutine.
-func (l *Lease) stopWatchdog() {
-	if l.watch != nil {
-		l.watch.signal()
-		<-l.watch.exited
+// no renewal is in flight afterwards, and reports whether it has. It waits
+// up to the I/O timeout: a renewal stuck in a client that ignores context
+// deadlines (ContextTimeoutEnabled off) is left to end on its own, as it
+// can only reset the TTL of a key that still holds the lease's token, never
+// recreate one. It must not run on the watchdog's own goroutine.
+func (l *Lease) stopWatchdog() bool {
+	if l.watch == nil {
+		return true
+	}
+	l.watch.signal()
+	t := time.NewTimer(l.locker.cfg.ioTimeout)
+	defer t.Stop()
+	select {
+	case <-l.watch.exited:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
@@ -81,7 +92,18 @@ func (l *Lease) renew(ctx context.Context, w *watchdog) {
 		every := l.locker.renewEvery(ttl)
 		giveUp := l.ValidUntil().Add(-every)
 		rctx, cancel := context.WithDeadline(ctx, giveUp) // a renewal past giveUp is too late
+		// A client without ContextTimeoutEnabled ignores rctx's deadline
+		// and waits for its own read timeout: give the lease up at giveUp
+		// all the same, while the call is still running.
+		late := time.AfterFunc(time.Until(giveUp), func() {
+			select {
+			case <-w.stop: // released or handed off meanwhile
+			default:
+				l.giveUp()
+			}
+		})
 		err := l.extend(rctx, ttl)
+		late.Stop()
 		cancel()
 		switch {
 		case err == nil:

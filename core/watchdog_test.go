@@ -295,3 +295,56 @@ func TestWatchdogOnASlowLink(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWatchdogWithAClientThatIgnoresDeadlines partitions the network under
+// a lease renewed through a client with go-redis's defaults
+// (ContextTimeoutEnabled off: a call waits for the client's read timeout,
+// whatever its context says). The watchdog must still give the lease up an
+// interval before the lock can expire, and Release must not wait for the
+// renewal stuck in the client before it sends its own command.
+func TestWatchdogWithAClientThatIgnoresDeadlines(t *testing.T) {
+	leakCheck(t)
+	const ttl = 1500 * time.Millisecond
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	client := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 3 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	admin := srv.Client(t)
+	l := core.New(client, core.WithTTL(ttl), core.WithWatchdog(), core.WithIOTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	lease, err := l.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl / 2) // after the first renewal
+	p.Blackhole()
+	select {
+	case <-lease.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done stayed open with the network partitioned")
+	}
+	left := admin.PTTL(ctx, lease.Key()).Val()
+	t.Logf("Done closed with the lock's PTTL in Redis still %v (TTL %v)", left, ttl)
+	if left < ttl/6 {
+		t.Fatalf("Done closed %v before the lock expires in Redis: the request has no time to stop", left)
+	}
+
+	// Release sends its compare-and-delete on a connection of its own: a new
+	// one, as the renewal holds the other.
+	accepted := p.Stats().Accepted
+	start := time.Now()
+	released := make(chan error, 1)
+	go func() { released <- lease.Release(ctx) }()
+	for p.Stats().Accepted == accepted && time.Since(start) < 5*time.Second {
+		time.Sleep(5 * time.Millisecond)
+	}
+	waited := time.Since(start)
+	p.Restore() // ends the calls stuck in the client
+	if err := <-released; err != nil && !errors.Is(err, core.ErrStorage) && !errors.Is(err, core.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	t.Logf("Release sent its command %v after it was called", waited.Round(time.Millisecond))
+	if waited > time.Second {
+		t.Fatalf("Release waited %v for a renewal stuck in the client before it sent its command", waited)
+	}
+}
