@@ -15,7 +15,7 @@ import (
 func TestWatchdogKeepsTheLockPastItsTTL(t *testing.T) {
 	leakCheck(t)
 	name := uniq(t)
-	const ttl = 300 * time.Millisecond // the watchdog's margin, a third of it, absorbs a loaded machine's stalls
+	const ttl = time.Second // the watchdog's margin, a third of it, absorbs a loaded machine's stalls
 	e := newEnv(t, nil, core.WithTTL(ttl), core.WithWatchdog())
 	other := newEnv(t, nil, core.WithWait(0))
 	ctx := context.Background()
@@ -24,10 +24,10 @@ func TestWatchdogKeepsTheLockPastItsTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := lease.Done()
-	for i := 0; i < 4; i++ {
-		time.Sleep(ttl)
+	for i := 1; i <= 3; i++ {
+		time.Sleep(2 * ttl / 3)
 		if _, err := other.locker.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
-			t.Fatalf("after %d TTLs another locker got %v, want ErrTimeout: the watchdog did not renew", i+1, err)
+			t.Fatalf("after %d thirds of the TTL another locker got %v, want ErrTimeout: the watchdog did not renew", 2*i, err)
 		}
 	}
 	select {
@@ -64,11 +64,11 @@ func TestWatchdogIntervalOption(t *testing.T) {
 	}
 	// A per-request TTL shorter than two intervals is renewed every third.
 	slow := newEnv(t, nil, core.WithWatchdogInterval(time.Second))
-	short, err := slow.locker.Acquire(core.ContextWithTTL(ctx, 300*time.Millisecond), uniq(t))
+	short, err := slow.locker.Acquire(core.ContextWithTTL(ctx, 1200*time.Millisecond), uniq(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	if got := e.client.Get(ctx, short.Key()).Val(); got != short.Token() {
 		t.Fatal("a lease with a TTL under two intervals was not kept")
 	}
@@ -163,14 +163,17 @@ func TestWatchdogCutClosesDoneBeforeTheLockExpires(t *testing.T) {
 // watchdog must not wait a full interval from the handoff.
 func TestWatchdogOfAHandedOffLease(t *testing.T) {
 	leakCheck(t)
-	const ttl = 300 * time.Millisecond
-	e := newEnv(t, nil, core.WithTTL(ttl), core.WithWatchdog(), core.WithWatchdogInterval(140*time.Millisecond))
+	// A renewal sent an interval after the acquire has 188 ms before its
+	// give-up time; one sent an interval after the handoff would come 62 ms
+	// after it.
+	const ttl = time.Second
+	e := newEnv(t, nil, core.WithTTL(ttl), core.WithWatchdog(), core.WithWatchdogInterval(400*time.Millisecond))
 	ctx := context.Background()
 	first, err := e.locker.Acquire(ctx, uniq(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(25 * time.Millisecond)
+	time.Sleep(250 * time.Millisecond)
 	second, err := first.Handoff(ctx, &core.Request{Name: first.Name(), Key: first.Key(), TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
@@ -179,10 +182,10 @@ func TestWatchdogOfAHandedOffLease(t *testing.T) {
 	select {
 	case <-second.Done():
 		t.Fatalf("the handed-off lease was given up %v after the handoff; Redis holds %q", time.Since(first.ValidUntil().Add(-ttl)), e.client.Get(ctx, second.Key()).Val())
-	case <-time.After(3 * ttl):
+	case <-time.After(2 * ttl):
 	}
 	if second.Lost() || e.client.Get(ctx, second.Key()).Val() != second.Token() {
-		t.Fatal("the handed-off lease is not held after three TTLs with the watchdog on")
+		t.Fatal("the handed-off lease is not held after two TTLs with the watchdog on")
 	}
 }
 
@@ -270,7 +273,6 @@ func TestWatchdogOnASlowLink(t *testing.T) {
 	const ttl = 1200 * time.Millisecond
 	srv := redistest.Start(t)
 	p := redistest.NewProxy(t, srv.Addr())
-	p.SetDelay(ttl / 12) // a round trip of TTL/6
 	opts := srv.Options()
 	opts.Addr = p.Addr()
 	client := redis.NewClient(opts)
@@ -282,6 +284,7 @@ func TestWatchdogOnASlowLink(t *testing.T) {
 	if err := client.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+	p.SetDelay(ttl / 12) // a round trip of TTL/6
 	lease, err := l.Acquire(ctx, uniq(t))
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +292,7 @@ func TestWatchdogOnASlowLink(t *testing.T) {
 	select {
 	case <-lease.Done():
 		t.Fatalf("the watchdog lost a healthy lease on a link with a round trip of %v (TTL %v)", 2*p.Delay(), ttl)
-	case <-time.After(3 * ttl):
+	case <-time.After(2 * ttl):
 	}
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
