@@ -179,13 +179,13 @@ func (s redisStore) raiseFence(ctx context.Context, key, token string, fence int
 // been executed by the server: everything but a failure to connect. An
 // acquire that fails this way is undone with a compare-and-delete, so that a
 // SET whose reply was lost does not keep the name locked for a whole TTL.
+// An error reply counts too: a script that fails after its SET (Redis does
+// not roll scripts back) has left the key set. Undoing is always safe, as the
+// compare-and-delete only deletes the attempt's own token; it costs a round
+// trip on a failure path only.
 func mayHaveApplied(err error) bool {
 	var q *quorumError // Redlock cleaned up after itself already
 	if errors.As(err, &q) || errors.Is(err, errSlowQuorum) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) {
-		return false
-	}
-	var reply redis.Error // the server answered with an error: the command did not run
-	if errors.As(err, &reply) {
 		return false
 	}
 	var op *net.OpError

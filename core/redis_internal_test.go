@@ -29,7 +29,7 @@ func TestMayHaveApplied(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", &net.OpError{Op: "dial", Err: errors.New("refused")}), false},
 		{redis.ErrClosed, false},
 		{redis.ErrPoolTimeout, false},
-		{serverError("NOSCRIPT No matching script"), false},
+		{serverError("ERR value is not an integer or out of range script: acquire_fenced"), true},
 		{&net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, true},
 		{context.DeadlineExceeded, true},
 		{errors.New("EOF"), true},
