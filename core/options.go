@@ -154,6 +154,10 @@ func WithWatchdogInterval(d time.Duration) Option {
 // may lose its latest increments if they were not replicated yet: the next
 // holders then draw tokens that were handed out already. Where that must not
 // happen, make writes wait for a replica (min-replicas-to-write, WAIT).
+// Under memory pressure, a maxmemory-policy of allkeys-lru, allkeys-lfu or
+// allkeys-random may evict the counter like any other key, restarting the
+// sequence at 1: run the locks' Redis with noeviction or a volatile-*
+// policy, which only evicts keys that have a TTL (the counter has none).
 //
 // Fencing replaces the native SET ... NX GET by a script, which costs Redis
 // a little more CPU per attempt; round trips are unchanged.

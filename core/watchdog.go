@@ -11,6 +11,7 @@ import (
 type watchdog struct {
 	stopOnce sync.Once
 	stop     chan struct{} // closed to end the renewals
+	moved    chan struct{} // Extend changed the expiry: reschedule
 	cancel   context.CancelFunc
 	exited   chan struct{} // closed when the goroutine has returned
 }
@@ -18,7 +19,7 @@ type watchdog struct {
 // startWatchdog starts renewing l; called once, by Locker.newLease.
 func (l *Lease) startWatchdog() {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watchdog{stop: make(chan struct{}), cancel: cancel, exited: make(chan struct{})}
+	w := &watchdog{stop: make(chan struct{}), moved: make(chan struct{}, 1), cancel: cancel, exited: make(chan struct{})}
 	l.watch = w
 	go l.renew(ctx, w)
 }
@@ -33,6 +34,20 @@ func (w *watchdog) signal() {
 		close(w.stop)
 		w.cancel()
 	})
+}
+
+// reschedule tells the watchdog that Extend moved the lease's expiry (and
+// maybe its TTL), so that the next renewal is timed from it: an Extend to a
+// shorter TTL would otherwise expire before the renewal planned for the old
+// one. Nil-safe; it does not block.
+func (w *watchdog) reschedule() {
+	if w == nil {
+		return
+	}
+	select {
+	case w.moved <- struct{}{}:
+	default: // one pending is enough
+	}
 }
 
 // stopWatchdog stops l's watchdog and waits until it has returned, so that
@@ -86,6 +101,9 @@ func (l *Lease) renew(ctx context.Context, w *watchdog) {
 		select {
 		case <-w.stop:
 			return
+		case <-w.moved:
+			timer.Reset(l.untilRenewal())
+			continue
 		case <-timer.C:
 		}
 		ttl := l.TTL()

@@ -351,3 +351,25 @@ func TestWatchdogWithAClientThatIgnoresDeadlines(t *testing.T) {
 		t.Fatalf("Release waited %v for a renewal stuck in the client before it sent its command", waited)
 	}
 }
+
+// TestExtendReschedulesTheWatchdog: an Extend to a TTL shorter than the
+// watchdog's next renewal is away must bring that renewal forward, or the
+// lock expires before it.
+func TestExtendReschedulesTheWatchdog(t *testing.T) {
+	leakCheck(t)
+	const short = time.Second
+	e := newEnv(t, nil, core.WithTTL(30*time.Second), core.WithWatchdog()) // renewed every 10s
+	ctx := context.Background()
+	lease := hold(t, e, uniq(t))
+	if err := lease.Extend(ctx, short); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+		t.Fatalf("the lease was lost after an Extend to %v: the watchdog kept its old schedule", short)
+	case <-time.After(3 * short / 2):
+	}
+	if d := pttl(t, e, lease.Key()); d <= 0 || d > short {
+		t.Fatalf("PTTL = %v, want renewals to the TTL of the Extend, %v", d, short)
+	}
+}
