@@ -31,7 +31,10 @@ import (
 // attempt releases it there once its call has ended. With 5 nodes the lock
 // keeps working with 2 of them down or partitioned. When so many are down
 // that no quorum is possible, Acquire fails with ErrStorage, within the I/O
-// timeout. Close the Locker to wait for the calls left in the background.
+// timeout; so does an attempt (or an Extend, which the watchdog then
+// retries) whose quorum comes only after the lock's validity: slow nodes are
+// a storage failure, not a busy lock. Close the Locker to wait for the calls
+// left in the background.
 //
 // Redlock does not make a lock safe against a holder that pauses (a GC
 // pause, a stopped VM, a long network delay) past its validity: another
