@@ -275,10 +275,18 @@ func settle(vctx context.Context, held bool, err error, valid time.Time) (bool, 
 		return false, err
 	case held:
 		return false, fmt.Errorf("%w: quorum reached after the validity ran out", errSlowQuorum)
-	case vctx.Err() != nil:
+	case vctx.Err() != nil || pastDeadline(vctx):
 		return false, fmt.Errorf("%w: the nodes that could make a quorum did not answer before the deadline", errSlowQuorum)
 	}
 	return false, nil
+}
+
+// pastDeadline reports whether ctx's deadline has passed. The nodes' calls
+// have contexts of their own with the same deadline, whose timers may fire
+// (and end the calls) before ctx's own.
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // raiseFence is the second phase of a fenced acquire or handoff: the quorum's

@@ -388,6 +388,13 @@ func TestRedlockSlowQuorumIsAStorageError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Acquire returns once a quorum has the key; the other nodes get it
+	// in the background, through connections the partition ended.
+	for deadline := time.Now().Add(5 * time.Second); holders(nodes, key, lease.Token()) < 5; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lock reached only %d of 5 nodes", holders(nodes, key, lease.Token()))
+		}
+	}
 	foreign.Set(ctx, key, "foreign", time.Minute) // lost on node 2 only
 	for _, p := range proxies {
 		p.Blackhole()
