@@ -74,7 +74,8 @@
 //     renewal finds the lock gone, or Redis stays unreachable until only one
 //     renewal interval of validity is left, the lease is lost and Done closes
 //     while the lock is still the lease's in Redis: the adapters cancel the
-//     request before anyone else can take the name.
+//     request before anyone else can take the name. Give the client
+//     ContextTimeoutEnabled, so that the I/O timeout bounds every call.
 //   - WithFencing gives each lease a fencing token (Lease.Fence), drawn by
 //     the acquire script from a counter kept next to the lock
 //     (Key(name)+":fence"): strictly increasing per name, across processes
@@ -87,7 +88,8 @@
 //     subscription, started at the first wait; Close ends it.
 //
 // NewRedlock keeps locks on a majority of independent masters (Redlock), with
-// the same API and options.
+// the same API and options. Its calls return once a quorum has answered; the
+// calls of slower nodes finish in the background, and Close waits for them.
 //
 // # Topologies
 //

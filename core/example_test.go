@@ -120,7 +120,7 @@ func ExampleLease_Fence() {
 func ExampleWithWatchdog() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	locker := core.New(client, core.WithTTL(300*time.Millisecond), core.WithWatchdog())
+	locker := core.New(client, core.WithTTL(time.Second), core.WithWatchdog())
 	ctx := context.Background()
 
 	lease, err := locker.Acquire(ctx, "report:2024")
@@ -130,7 +130,7 @@ func ExampleWithWatchdog() {
 	}
 	defer lease.Release(ctx)
 	select {
-	case <-time.After(time.Second): // a slow handler: more than three TTLs
+	case <-time.After(1500 * time.Millisecond): // a handler slower than the TTL
 		fmt.Println("still held:", client.Get(ctx, lease.Key()).Val() == lease.Token())
 	case <-lease.Done():
 		fmt.Println("lost")

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -95,5 +96,24 @@ func TestFenceOfNestedAndHandedOffLeases(t *testing.T) {
 	defer third.Release(ctx)
 	if third.Fence() <= second.Fence() {
 		t.Fatalf("the next acquire's fence %d is not above the handed-off lease's %d", third.Fence(), second.Fence())
+	}
+}
+
+// TestScriptErrorAfterItsSetLeavesNoLock: the fenced acquire script sets the
+// lock key, then fails on a fence counter that is not a number (Redis does
+// not roll a script back). Acquire reports the storage error; the key it
+// set must not stay locked with no lease to release it.
+func TestScriptErrorAfterItsSetLeavesNoLock(t *testing.T) {
+	leakCheck(t)
+	e := newEnv(t, nil, core.WithFencing(), core.WithTTL(time.Minute))
+	ctx := context.Background()
+	name := uniq(t)
+	key, _ := e.locker.Key(name)
+	e.client.Set(ctx, key+":fence", "not a number", time.Minute)
+	if _, err := e.locker.Acquire(ctx, name); !errors.Is(err, core.ErrStorage) {
+		t.Fatalf("acquire with a broken fence counter = %v, want ErrStorage", err)
+	}
+	if n := e.client.Exists(ctx, key).Val(); n != 0 {
+		t.Fatalf("the failed script left the lock set (PTTL %v) with no lease to release it", e.client.PTTL(ctx, key).Val())
 	}
 }

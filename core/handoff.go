@@ -28,9 +28,9 @@ import (
 // lock: released (its Redis release ran), lost, handed off already, or found
 // gone by the extend. It fails with ErrInvalidOption when req is nil, names
 // another key or has a TTL out of bounds, and leaves l untouched then. A
-// nested lease cannot be handed off. When the extend fails with ErrStorage or
-// the context's error, Handoff deletes the key if it still holds the token,
-// so that no lock is left without a holder.
+// nested lease cannot be handed off. Whenever the extend fails (ErrNotHeld,
+// ErrStorage or the context's error), Handoff deletes the key where it still
+// holds the token, so that no lock is left without a holder.
 func (l *Lease) Handoff(ctx context.Context, req *Request) (*Lease, error) {
 	if l == nil || l.parent != nil {
 		return nil, fmt.Errorf("%w: handoff of a nil or nested lease", ErrNotHeld)
@@ -59,7 +59,7 @@ func (l *Lease) Handoff(ctx context.Context, req *Request) (*Lease, error) {
 	l.closeDoneLocked() // also stops l's watchdog: the next lease runs its own
 	validUntil, heldTTL := l.validUntil, l.ttl
 	l.mu.Unlock()
-	l.stopWatchdog()
+	stopped := l.stopWatchdog()
 
 	locker := l.locker
 	fencing := locker.cfg.fencing
@@ -70,11 +70,16 @@ func (l *Lease) Handoff(ctx context.Context, req *Request) (*Lease, error) {
 	sent := time.Now()
 	ok, fence, err := locker.store.extend(ioCtx, l.key, l.token, ttl, fencing)
 	cancel()
+	if err != nil || !ok {
+		// l is ended and no lease takes the hold: whatever is left of it (a
+		// storage error or a cancellation may hide a hold; with Redlock, a
+		// minority of nodes may hold the key after a quorum was missed)
+		// would otherwise stay locked without a holder until its TTL ends.
+		// Compare-and-delete only ever deletes our own token.
+		locker.undo(ctx, l.key, l.token)
+	}
 	switch {
 	case err != nil:
-		// The hold may still be there: delete it rather than leave a lock
-		// without a holder until its TTL ends.
-		locker.undo(ctx, l.key, l.token)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
 		}
@@ -85,5 +90,11 @@ func (l *Lease) Handoff(ctx context.Context, req *Request) (*Lease, error) {
 	if !fencing {
 		fence = l.fence
 	}
-	return locker.newLease(req.Name, l.key, l.token, fence, ttl, validity(sent, ttl)), nil
+	validUntil = validity(sent, ttl)
+	if !stopped {
+		// A renewal of l still in flight may land after this extend and
+		// cut the lock back to l's TTL: count on no more than that.
+		validUntil = validity(sent, min(ttl, heldTTL))
+	}
+	return locker.newLease(req.Name, l.key, l.token, fence, ttl, validUntil), nil
 }

@@ -3,10 +3,14 @@ package core_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/redistest"
 )
 
 // request builds the Request a waiter for lease's name would pass to Handoff.
@@ -66,18 +70,16 @@ func TestHandoffKeepsTheHoldWithoutRoundTrip(t *testing.T) {
 
 func TestHandoffRefreshesAShortRemainder(t *testing.T) {
 	leakCheck(t)
-	e := newEnv(t, nil, core.WithTTL(300*time.Millisecond))
+	const ttl = 1500 * time.Millisecond
+	e := newEnv(t, nil, core.WithTTL(ttl))
 	ctx := context.Background()
 	first, err := e.locker.Acquire(ctx, uniq(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := first.Extend(ctx, 300*time.Millisecond); err != nil { // loads the script, so the count below is of one EVALSHA
-		t.Fatal(err)
-	}
-	time.Sleep(120 * time.Millisecond) // less than 2/3 of 300 ms is left
+	time.Sleep(600 * time.Millisecond) // less than 2/3 of the TTL is left
 	e.rt.n.Store(0)
-	second, err := first.Handoff(ctx, request(first, 300*time.Millisecond))
+	second, err := first.Handoff(ctx, request(first, ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +87,8 @@ func TestHandoffRefreshesAShortRemainder(t *testing.T) {
 	if n := e.rt.n.Load(); n != 1 {
 		t.Fatalf("refreshing handoff made %d round trips, want 1", n)
 	}
-	if d := pttl(t, e, second.Key()); d <= 200*time.Millisecond {
-		t.Fatalf("PTTL after the refreshing handoff = %v, want close to 300ms", d)
+	if d := pttl(t, e, second.Key()); d <= ttl-400*time.Millisecond {
+		t.Fatalf("PTTL after the refreshing handoff = %v, want close to %v", d, ttl)
 	}
 	if !second.ValidUntil().After(first.ValidUntil()) {
 		t.Fatal("the refreshed lease's validity did not move")
@@ -208,5 +210,103 @@ func TestHandoffThroughHandlers(t *testing.T) {
 	}
 	if n, _ := e.client.Exists(ctx, first.Key()).Result(); n != 0 {
 		t.Fatal("the last holder's release left the key")
+	}
+}
+
+// TestHandoffOfARedlockLockWithoutAQuorumDeletesWhatIsLeft: the key is gone
+// from 3 of 5 nodes, so the handoff's extend finds no quorum and fails with
+// ErrNotHeld; the 2 nodes that still hold the token must not keep it for a
+// whole TTL, as nobody owns it any more.
+func TestHandoffOfARedlockLockWithoutAQuorumDeletesWhatIsLeft(t *testing.T) {
+	leakCheck(t)
+	nodes := redistest.StartNodes(t, 5)
+	l := redlockEnv(t, nodes, core.WithTTL(time.Minute), core.WithFencing())
+	ctx := context.Background()
+	first, err := l.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range nodes[:3] {
+		c := redis.NewClient(s.Options())
+		c.Del(ctx, first.Key())
+		_ = c.Close()
+	}
+	if _, err := first.Handoff(ctx, request(first, time.Minute)); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("handoff without a quorum = %v, want ErrNotHeld", err)
+	}
+	if n := holders(nodes, first.Key(), first.Token()); n != 0 {
+		t.Fatalf("the failed handoff left the key on %d nodes, with no holder", n)
+	}
+}
+
+// failNext is a go-redis hook that fails the next script call (EVAL or
+// EVALSHA) once armed, before it is sent, with the error that fail returns;
+// every other command passes.
+type failNext struct {
+	armed atomic.Bool
+	fail  func(ctx context.Context) error
+}
+
+func (f *failNext) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *failNext) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); (name == "eval" || name == "evalsha") && f.armed.CompareAndSwap(true, false) {
+			err := f.fail(ctx)
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *failNext) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestHandoffUndoesTheHoldWhenItsExtendFails: the handoff's extend fails on
+// Redis, or its context is cancelled during the call. The old lease is
+// ended and no new one takes the hold, so Handoff must delete the key
+// rather than leave the name locked with no holder until its TTL ends.
+func TestHandoffUndoesTheHoldWhenItsExtendFails(t *testing.T) {
+	leakCheck(t)
+	for _, tc := range []struct {
+		name   string
+		cancel bool
+		want   error
+	}{
+		{"storage error", false, core.ErrStorage},
+		{"context cancelled", true, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil, core.WithTTL(time.Minute), core.WithFencing()) // fencing: the handoff always extends
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			hook := &failNext{fail: func(context.Context) error {
+				if tc.cancel {
+					cancel()
+					return context.Canceled
+				}
+				return errors.New("connection reset by peer")
+			}}
+			e.client.AddHook(hook)
+			first, err := e.locker.Acquire(ctx, uniq(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hook.armed.Store(true)
+			if _, err := first.Handoff(ctx, request(first, time.Minute)); !errors.Is(err, tc.want) {
+				t.Fatalf("Handoff = %v, want %v", err, tc.want)
+			}
+			if hook.armed.Load() {
+				t.Fatal("the handoff made no script call")
+			}
+			if n := e.client.Exists(context.Background(), first.Key()).Val(); n != 0 {
+				t.Fatal("the failed handoff left the key in Redis with no holder")
+			}
+			if err := first.Release(context.Background()); err != nil {
+				t.Fatalf("release of the lease handed off: %v", err)
+			}
+		})
 	}
 }

@@ -92,7 +92,12 @@ func (l *Lease) held() bool {
 // for clock drift between this process and the server (1% of the TTL plus
 // 2 ms, as in Redlock), so that Done closes before Redis frees the key.
 func validity(sent time.Time, ttl time.Duration) time.Time {
-	return sent.Add(ttl - ttl/100 - 2*time.Millisecond)
+	return sent.Add(validFor(ttl))
+}
+
+// validFor is how long a lock given ttl is valid after its command was sent.
+func validFor(ttl time.Duration) time.Duration {
+	return ttl - ttl/100 - 2*time.Millisecond
 }
 
 // Name returns the lock name given to Acquire.
@@ -252,7 +257,8 @@ func (l *Lease) Release(ctx context.Context) error {
 // closed; ErrStorage when Redis failed; the context's error when ctx ended.
 // ttl is rounded up to whole milliseconds and must be between 1 ms and
 // MaxTTL. Calls of Extend on one lease run one at a time. Extending a nested
-// lease extends its outermost lease.
+// lease extends its outermost lease. With WithWatchdog, later renewals use
+// ttl, and the next one is timed from this Extend.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	ttl, err := checkTTL(ttl, "Extend")
 	if err != nil {
@@ -267,7 +273,11 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		}
 		l = l.parent
 	}
-	return l.extend(ctx, ttl)
+	if err := l.extend(ctx, ttl); err != nil {
+		return err
+	}
+	l.watch.reschedule()
+	return nil
 }
 
 // extend is Extend on a lease that owns its hold, for a valid ttl.

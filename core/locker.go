@@ -8,6 +8,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,9 @@ type Locker struct {
 	reload  func(context.Context) // a cluster client's ReloadState; nil otherwise
 	acquire AcquireFunc           // the handler chain around spin
 	release ReleaseFunc           // the handler chain around unlock
+	// bg counts the Redis calls left running in the background (clean-ups,
+	// Redlock nodes slower than the outcome), each bounded by its deadline.
+	bg sync.WaitGroup
 }
 
 // New returns a Locker that keeps its locks in the Redis deployment behind
@@ -61,13 +65,27 @@ func newLocker(clients []redis.UniversalClient, err error, opts []Option) *Locke
 			l.reload = c.ReloadState
 		}
 	} else {
-		l.store = newRedlockStore(clients, &l.cfg)
+		l.store = newRedlockStore(clients, &l.cfg, &l.bg)
 	}
 	if cfg.notify && err == nil {
 		l.notify = newNotifier(clients, cfg.ioTimeout)
 	}
 	l.acquire, l.release = chain(cfg.handlers, l.spin, l.unlock)
 	return l
+}
+
+// Close ends what the Locker runs in the background: the shared subscription
+// of WithNotify and its goroutines; and it waits for the Redis calls still
+// running in the background to end, each within its deadline (the I/O
+// timeout, or the client's read timeout where it does not honour context
+// deadlines): clean-ups of failed attempts, and with NewRedlock the calls
+// of nodes that had not answered when an operation's outcome was known. It
+// neither releases nor ends leases; Acquires after Close still work, waiting
+// on their random sleep alone. Close is idempotent and returns nil.
+func (l *Locker) Close() error {
+	l.notify.close()
+	l.bg.Wait()
+	return nil
 }
 
 // isNilPointer reports a typed nil, such as a (*redis.Client)(nil), which
@@ -158,7 +176,6 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 		return nil, err
 	}
 	req.TTL = ttl
-	token := rand.Text() // 128 bits or more from crypto/rand
 	var timer *time.Timer
 	var wake *waiter // WithNotify: the release messages of req.Key
 	defer func() {
@@ -172,6 +189,9 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 			return nil, err
 		}
 		req.Attempts++
+		// A token of its own per attempt: the clean-up of a failed attempt
+		// that Redlock leaves to the background cannot touch a later one.
+		token := rand.Text() // 128 bits or more from crypto/rand
 		sent := time.Now()
 		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
 		ok, fence, err := l.store.tryAcquire(ioCtx, req.Key, token, req.TTL)
@@ -181,7 +201,11 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 			if mayHaveApplied(err) {
 				if cerr != nil {
 					// The caller is gone: do not make it wait for the clean-up.
-					go l.undo(ctx, req.Key, token)
+					l.bg.Add(1)
+					go func() {
+						defer l.bg.Done()
+						l.undo(ctx, req.Key, token)
+					}()
 				} else {
 					l.undo(ctx, req.Key, token)
 				}

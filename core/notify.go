@@ -206,12 +206,3 @@ func (n *notifier) close() {
 	}
 	n.wg.Wait()
 }
-
-// Close ends what the Locker runs in the background: the shared subscription
-// of WithNotify and its goroutines. It neither releases nor ends leases;
-// Acquires after Close still work, waiting on their random sleep alone.
-// Close is idempotent and returns nil; without WithNotify it does nothing.
-func (l *Locker) Close() error {
-	l.notify.close()
-	return nil
-}

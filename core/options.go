@@ -117,6 +117,14 @@ func WithHandlers(handlers ...Handler) Option {
 // Each held lease has a goroutine renewing it until Release (or until it is
 // lost or handed off): a lease that is never released is renewed forever,
 // so release every lease, typically with defer.
+//
+// Give the client ContextTimeoutEnabled (redis.Options) and a read timeout
+// well below the TTL. The watchdog gives a lease up on time whatever the
+// client does, but a client without ContextTimeoutEnabled ignores the
+// deadlines of the Locker's calls: a renewal stuck on a partitioned
+// connection then runs until the client's own read timeout (3 s by
+// default), and Release waits up to the I/O timeout for it before sending
+// its command.
 func WithWatchdog() Option {
 	return func(c *config) { c.watchdog = true }
 }
@@ -146,6 +154,10 @@ func WithWatchdogInterval(d time.Duration) Option {
 // may lose its latest increments if they were not replicated yet: the next
 // holders then draw tokens that were handed out already. Where that must not
 // happen, make writes wait for a replica (min-replicas-to-write, WAIT).
+// Under memory pressure, a maxmemory-policy of allkeys-lru, allkeys-lfu or
+// allkeys-random may evict the counter like any other key, restarting the
+// sequence at 1: run the locks' Redis with noeviction or a volatile-*
+// policy, which only evicts keys that have a TTL (the counter has none).
 //
 // Fencing replaces the native SET ... NX GET by a script, which costs Redis
 // a little more CPU per attempt; round trips are unchanged.

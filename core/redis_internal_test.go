@@ -29,7 +29,7 @@ func TestMayHaveApplied(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", &net.OpError{Op: "dial", Err: errors.New("refused")}), false},
 		{redis.ErrClosed, false},
 		{redis.ErrPoolTimeout, false},
-		{serverError("NOSCRIPT No matching script"), false},
+		{serverError("ERR value is not an integer or out of range script: acquire_fenced"), true},
 		{&net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, true},
 		{context.DeadlineExceeded, true},
 		{errors.New("EOF"), true},
@@ -137,6 +137,29 @@ func TestTryAcquireIsRetrySafe(t *testing.T) {
 			if ttl := client.TTL(ctx, fenceKey(key)).Val(); ttl != -1 {
 				t.Fatalf("the fence counter expires (TTL %v); it must outlive every lock", ttl)
 			}
+		}
+	}
+}
+
+// TestTryAcquireOfItsOwnKeyResetsTheTTL: an attempt that finds its own token
+// (a transmission re-sent after a lost reply, or a key an earlier clean-up
+// missed) counts the key as taken only with the new TTL: with the old one it
+// would expire before the validity the lease is given.
+func TestTryAcquireOfItsOwnKeyResetsTheTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	for _, mode := range []string{"native", "legacy", "fenced"} {
+		s := newRedisStore(client, &config{fencing: mode == "fenced"})
+		s.noSetGet.Store(mode == "legacy")
+		key := "own:" + mode
+		client.Set(ctx, key, "t1", 100*time.Millisecond)
+		ok, _, err := s.tryAcquire(ctx, key, "t1", 5*time.Second)
+		if !ok || err != nil {
+			t.Fatalf("%s: tryAcquire of its own key = %v, %v", mode, ok, err)
+		}
+		if d := client.PTTL(ctx, key).Val(); d <= 4*time.Second {
+			t.Fatalf("%s: PTTL = %v after an acquire with a TTL of 5s: the old TTL was kept", mode, d)
 		}
 	}
 }

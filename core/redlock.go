@@ -20,13 +20,21 @@ import (
 // attempt. Release, Extend, the watchdog, Done, fencing and wake-ups work as
 // with New; extensions also need the quorum.
 //
-// Nodes that are down slow little down: an attempt on them fails at once, or
-// is abandoned shortly after the quorum has answered (after as long again as
-// the quorum took, or a tenth of the I/O timeout if that is longer). With 5
-// nodes the lock keeps working with 2 of them down. When so many are down
-// that no quorum is possible, Acquire fails with ErrStorage at once. Release
-// waits for every node, up to the I/O timeout, so that no node keeps the
-// lock for its whole TTL.
+// Nodes that are down or cut off slow nothing down: an operation returns as
+// soon as its outcome is known (a quorum answered, after a grace as long
+// again as the quorum took for the nodes just behind it; or a quorum is out
+// of reach; or the call's deadline passed) without waiting for the other
+// nodes. Their calls go on in the background until their deadline: go-redis
+// does not abort a read in flight, so a partitioned node (its connection
+// open, no reply) would otherwise hold every call up to the I/O timeout. A
+// node that had not answered counts as possibly holding the key: a failed
+// attempt releases it there once its call has ended. With 5 nodes the lock
+// keeps working with 2 of them down or partitioned. When so many are down
+// that no quorum is possible, Acquire fails with ErrStorage, within the I/O
+// timeout; so does an attempt (or an Extend, which the watchdog then
+// retries) whose quorum comes only after the lock's validity: slow nodes are
+// a storage failure, not a busy lock. Close the Locker to wait for the calls
+// left in the background.
 //
 // Redlock does not make a lock safe against a holder that pauses (a GC
 // pause, a stopped VM, a long network delay) past its validity: another
@@ -42,8 +50,12 @@ import (
 // restart nodes only after the longest TTL has passed, or run them with
 // persistence (appendfsync always).
 //
-// Give the clients a dial and read timeout well below the TTL. NewRedlock
-// reports an empty list or a nil client through Err, like New.
+// Give the clients a dial and read timeout well below the TTL, and
+// ContextTimeoutEnabled (redis.Options), so that the I/O timeout and the
+// lock's validity bound each node's call: without it a call to a
+// partitioned node runs on in the background until the client's own read
+// timeout. NewRedlock reports an empty list or a nil client through Err,
+// like New.
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) *Locker {
 	var errs []error
 	if len(clients) == 0 {
@@ -63,14 +75,17 @@ type redlockStore struct {
 	quorum    int
 	fencing   bool
 	ioTimeout time.Duration
+	// bg counts the node calls left running once an outcome was decided,
+	// and the clean-ups that wait for them; Locker.Close waits for them.
+	bg *sync.WaitGroup
 }
 
-func newRedlockStore(clients []redis.UniversalClient, cfg *config) redlockStore {
+func newRedlockStore(clients []redis.UniversalClient, cfg *config, bg *sync.WaitGroup) redlockStore {
 	nodes := make([]redisStore, len(clients))
 	for i, c := range clients {
 		nodes[i] = newRedisStore(c, cfg)
 	}
-	return redlockStore{nodes: nodes, quorum: len(clients)/2 + 1, fencing: cfg.fencing, ioTimeout: cfg.ioTimeout}
+	return redlockStore{nodes: nodes, quorum: len(clients)/2 + 1, fencing: cfg.fencing, ioTimeout: cfg.ioTimeout, bg: bg}
 }
 
 // quorumError is the storage error of a Redlock operation for which too many
@@ -92,7 +107,25 @@ type nodeResult struct {
 	ok    bool
 	fence int64
 	err   error
-	late  bool // came after the outcome was decided: a failure then is our own cancellation
+	// running is set when the node had not answered by the time the outcome
+	// was decided: its call goes on in the background (until its deadline)
+	// and may still apply. It is then counted as a failure (err is
+	// errNoReply) if the caller's deadline passed, and not at all if the
+	// outcome was reached without it.
+	running *nodeCall
+}
+
+// mayHold reports whether the node may hold the key after the call: all but
+// those that answered that another holder has it, and those that failed
+// before sending anything.
+func (r nodeResult) mayHold() bool {
+	return r.ok || r.running != nil || (r.err != nil && mayHaveApplied(r.err))
+}
+
+// nodeCall is one node's call of a fanout; res is set when done is closed.
+type nodeCall struct {
+	done chan struct{}
+	res  nodeResult
 }
 
 // errNoReply stands for a node that did not answer in time. A node's context
@@ -108,7 +141,7 @@ func tally(results []nodeResult) (ok, failed int, fence int64, errs error) {
 		case r.ok:
 			ok++
 			fence = max(fence, r.fence)
-		case r.err != nil && !r.late:
+		case r.err != nil:
 			failed++
 			err := r.err
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -120,42 +153,68 @@ func tally(results []nodeResult) (ok, failed int, fence int64, errs error) {
 	return ok, failed, fence, errors.Join(all...)
 }
 
-// fanout runs op on every node in parallel and returns their answers. With
-// decide, the nodes still running once the outcome is known are cancelled:
-// at once when a quorum is out of reach; after a grace when it is reached,
-// so that nodes a little slower than the quorum still take the lock or its
-// renewal (a lock kept by the fastest quorum alone would be lost at the next
-// node failure), while a node that hangs does not hold every call up. Answers
-// after the outcome are marked late: a failure then is our cancellation, not
-// the node's.
-func (r redlockStore) fanout(ctx context.Context, decide bool, op func(context.Context, redisStore) nodeResult) []nodeResult {
+// fanout runs op on every node in parallel and returns as soon as the
+// outcome is known: a quorum answered ok (after a grace as long again as the
+// quorum took, for the nodes just behind it), a quorum is out of reach, or
+// ctx ended. It does not wait for the other nodes: go-redis does not abort a
+// read in flight when its context is cancelled, so a partitioned node (its
+// connection open, no reply) would hold every call until the deadline. Their
+// calls go on in the background until ctx's deadline (they are not
+// cancelled with ctx, so that a release still reaches them), counted in
+// r.bg; their results are marked running.
+func (r redlockStore) fanout(ctx context.Context, op func(context.Context, redisStore) nodeResult) []nodeResult {
 	start := time.Now()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	results := make([]nodeResult, len(r.nodes))
-	done := make(chan int, len(r.nodes))
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = start.Add(r.ioTimeout)
+	}
+	detached := context.WithoutCancel(ctx)
+	calls := make([]*nodeCall, len(r.nodes))
+	answered := make(chan int, len(r.nodes))
+	r.bg.Add(len(r.nodes))
 	for i, n := range r.nodes {
+		c := &nodeCall{done: make(chan struct{})}
+		calls[i] = c
 		go func() {
-			results[i] = op(ctx, n)
-			done <- i
+			defer r.bg.Done()
+			ctx, cancel := context.WithDeadline(detached, deadline)
+			defer cancel()
+			c.res = op(ctx, n)
+			close(c.done)
+			answered <- i
 		}()
 	}
-	ok, decided := 0, false
+	results := make([]nodeResult, len(r.nodes))
+	for i, c := range calls {
+		results[i].running = c
+	}
+	var grace <-chan time.Time
+	nok := 0
+wait:
 	for pending := len(r.nodes); pending > 0; pending-- {
-		i := <-done
-		results[i].late = decided
-		if results[i].ok {
-			ok++
-		}
-		switch {
-		case !decide || decided:
-		case ok >= r.quorum:
-			decided = true
-			grace := time.AfterFunc(max(time.Since(start), r.ioTimeout/10), cancel)
-			defer grace.Stop()
-		case ok+pending-1 < r.quorum:
-			decided = true
-			cancel()
+		select {
+		case i := <-answered:
+			results[i] = calls[i].res
+			if results[i].ok {
+				nok++
+			}
+			if nok >= r.quorum && grace == nil {
+				t := time.NewTimer(time.Since(start))
+				defer t.Stop()
+				grace = t.C
+			}
+			if nok+pending-1 < r.quorum {
+				break wait // out of reach
+			}
+		case <-grace:
+			break wait // the others run on, abandoned but not failed
+		case <-ctx.Done():
+			for i := range results {
+				if results[i].running != nil {
+					results[i].err = errNoReply
+				}
+			}
+			break wait
 		}
 	}
 	return results
@@ -181,7 +240,7 @@ func (r redlockStore) tryAcquire(ctx context.Context, key, token string, ttl tim
 	valid := validity(start, ttl)
 	vctx, cancel := context.WithDeadline(ctx, valid) // no node may take longer than the lock is worth
 	defer cancel()
-	results := r.fanout(vctx, true, func(ctx context.Context, n redisStore) nodeResult {
+	results := r.fanout(vctx, func(ctx context.Context, n redisStore) nodeResult {
 		ok, fence, err := n.tryAcquire(ctx, key, token, ttl)
 		return nodeResult{ok: ok, fence: fence, err: err}
 	})
@@ -190,17 +249,50 @@ func (r redlockStore) tryAcquire(ctx context.Context, key, token string, ttl tim
 	if held && r.fencing {
 		held, err = r.raiseFence(vctx, key, token, fence)
 	}
-	if held && time.Now().Before(valid) {
+	if held, err = settle(vctx, held, err, valid); held {
 		return true, fence, nil
 	}
 	r.releaseAll(ctx, key, token, results)
 	return false, 0, err
 }
 
+// errSlowQuorum is the storage error of a Redlock acquire or extend whose
+// quorum came after the lock's validity ran out, or was cut off by the
+// deadline (the validity, or the I/O timeout) while nodes that could have
+// made it had not answered: slow nodes, not another holder.
+var errSlowQuorum = errors.New("redlock: no quorum in time")
+
+// settle ends an acquire or extend whose quorum phases ran under vctx, with
+// deadline valid: the lock is held if a quorum took it before valid. A
+// quorum after valid, or none by a deadline that passed, is errSlowQuorum
+// (where no quorumError is reported already), so that the watchdog retries
+// and Acquire reports a storage failure rather than a busy lock.
+func settle(vctx context.Context, held bool, err error, valid time.Time) (bool, error) {
+	switch {
+	case held && time.Now().Before(valid):
+		return true, nil
+	case err != nil:
+		return false, err
+	case held:
+		return false, fmt.Errorf("%w: quorum reached after the validity ran out", errSlowQuorum)
+	case vctx.Err() != nil || pastDeadline(vctx):
+		return false, fmt.Errorf("%w: the nodes that could make a quorum did not answer before the deadline", errSlowQuorum)
+	}
+	return false, nil
+}
+
+// pastDeadline reports whether ctx's deadline has passed. The nodes' calls
+// have contexts of their own with the same deadline, whose timers may fire
+// (and end the calls) before ctx's own.
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
 // raiseFence is the second phase of a fenced acquire or handoff: the quorum's
 // counters are raised to fence before the lease is handed out.
 func (r redlockStore) raiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
-	ok, failed, _, errs := tally(r.fanout(ctx, true, func(ctx context.Context, n redisStore) nodeResult {
+	ok, failed, _, errs := tally(r.fanout(ctx, func(ctx context.Context, n redisStore) nodeResult {
 		ok, err := n.raiseFence(ctx, key, token, fence)
 		return nodeResult{ok: ok, err: err}
 	}))
@@ -208,20 +300,43 @@ func (r redlockStore) raiseFence(ctx context.Context, key, token string, fence i
 }
 
 // releaseAll deletes the key on every node that may hold token after
-// results: all but those that answered that another holder has the key. It
-// has a context of its own, as it runs after failures and cancellations too.
+// results (see mayHold). It waits for the nodes that took the key (up to the
+// I/O timeout, on a context of its own, as it runs after failures and
+// cancellations too), and releases the others in the background: those
+// that failed, and once its call has ended, so that the release cannot
+// overtake it, a node that had not answered. Every attempt has a token of
+// its own (see Locker.spin): a release in the background cannot delete the
+// key of a later attempt.
 func (r redlockStore) releaseAll(ctx context.Context, key, token string, results []nodeResult) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.ioTimeout)
-	defer cancel()
+	ctx = context.WithoutCancel(ctx)
+	release := func(n redisStore) {
+		ctx, cancel := context.WithTimeout(ctx, r.ioTimeout)
+		defer cancel()
+		_, _ = n.release(ctx, key, token)
+	}
 	var wg sync.WaitGroup
 	for i, n := range r.nodes {
-		if res := results[i]; !res.ok && res.err == nil {
-			continue // the key is someone else's there
+		res := results[i]
+		if !res.mayHold() {
+			continue
 		}
-		wg.Add(1)
+		if res.ok {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				release(n)
+			}()
+			continue
+		}
+		r.bg.Add(1)
 		go func() {
-			defer wg.Done()
-			_, _ = n.release(ctx, key, token)
+			defer r.bg.Done()
+			if c := res.running; c != nil {
+				if <-c.done; !c.res.mayHold() {
+					return
+				}
+			}
+			release(n)
 		}()
 	}
 	wg.Wait()
@@ -231,7 +346,7 @@ func (r redlockStore) releaseAll(ctx context.Context, key, token string, results
 // it; with fewer, failed nodes may hide that it was (a quorumError), or it
 // had expired.
 func (r redlockStore) release(ctx context.Context, key, token string) (bool, error) {
-	ok, failed, _, errs := tally(r.fanout(ctx, false, func(ctx context.Context, n redisStore) nodeResult {
+	ok, failed, _, errs := tally(r.fanout(ctx, func(ctx context.Context, n redisStore) nodeResult {
 		ok, err := n.release(ctx, key, token)
 		return nodeResult{ok: ok, err: err}
 	}))
@@ -248,7 +363,7 @@ func (r redlockStore) extend(ctx context.Context, key, token string, ttl time.Du
 	valid := validity(start, ttl)
 	vctx, cancel := context.WithDeadline(ctx, valid)
 	defer cancel()
-	ok, failed, fence, errs := tally(r.fanout(vctx, true, func(ctx context.Context, n redisStore) nodeResult {
+	ok, failed, fence, errs := tally(r.fanout(vctx, func(ctx context.Context, n redisStore) nodeResult {
 		ok, fence, err := n.extend(ctx, key, token, ttl, newFence)
 		return nodeResult{ok: ok, fence: fence, err: err}
 	}))
@@ -256,7 +371,7 @@ func (r redlockStore) extend(ctx context.Context, key, token string, ttl time.Du
 	if held && newFence && r.fencing {
 		held, err = r.raiseFence(vctx, key, token, fence)
 	}
-	if held && time.Now().Before(valid) {
+	if held, err = settle(vctx, held, err, valid); held {
 		return true, fence, nil
 	}
 	return false, 0, err

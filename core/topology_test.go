@@ -14,7 +14,7 @@ import (
 // topologyTTL and topologyOpts are those of the Lockers of the topology
 // tests: every feature on, and a TTL whose third absorbs a loaded machine's
 // stalls.
-const topologyTTL = 600 * time.Millisecond
+const topologyTTL = time.Second
 
 var topologyOpts = []core.Option{
 	core.WithTTL(topologyTTL), core.WithWatchdog(), core.WithFencing(), core.WithNotify(),
@@ -184,7 +184,7 @@ func TestClusterTopology(t *testing.T) {
 		if err := cl.MigrateSlot(ctx, slot, to); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2 * topologyTTL) // the watchdog renews through the redirections
+		time.Sleep(3 * topologyTTL / 2) // the watchdog renews through the redirections
 		select {
 		case <-lease.Done():
 			t.Fatal("the lease was lost across the slot migration")

@@ -15,7 +15,7 @@ import (
 func TestWatchdogKeepsTheLockPastItsTTL(t *testing.T) {
 	leakCheck(t)
 	name := uniq(t)
-	const ttl = 300 * time.Millisecond // the watchdog's margin, a third of it, absorbs a loaded machine's stalls
+	const ttl = time.Second // the watchdog's margin, a third of it, absorbs a loaded machine's stalls
 	e := newEnv(t, nil, core.WithTTL(ttl), core.WithWatchdog())
 	other := newEnv(t, nil, core.WithWait(0))
 	ctx := context.Background()
@@ -24,10 +24,10 @@ func TestWatchdogKeepsTheLockPastItsTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := lease.Done()
-	for i := 0; i < 4; i++ {
-		time.Sleep(ttl)
+	for i := 1; i <= 3; i++ {
+		time.Sleep(2 * ttl / 3)
 		if _, err := other.locker.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
-			t.Fatalf("after %d TTLs another locker got %v, want ErrTimeout: the watchdog did not renew", i+1, err)
+			t.Fatalf("after %d thirds of the TTL another locker got %v, want ErrTimeout: the watchdog did not renew", 2*i, err)
 		}
 	}
 	select {
@@ -64,11 +64,11 @@ func TestWatchdogIntervalOption(t *testing.T) {
 	}
 	// A per-request TTL shorter than two intervals is renewed every third.
 	slow := newEnv(t, nil, core.WithWatchdogInterval(time.Second))
-	short, err := slow.locker.Acquire(core.ContextWithTTL(ctx, 300*time.Millisecond), uniq(t))
+	short, err := slow.locker.Acquire(core.ContextWithTTL(ctx, 1200*time.Millisecond), uniq(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	if got := e.client.Get(ctx, short.Key()).Val(); got != short.Token() {
 		t.Fatal("a lease with a TTL under two intervals was not kept")
 	}
@@ -163,14 +163,17 @@ func TestWatchdogCutClosesDoneBeforeTheLockExpires(t *testing.T) {
 // watchdog must not wait a full interval from the handoff.
 func TestWatchdogOfAHandedOffLease(t *testing.T) {
 	leakCheck(t)
-	const ttl = 300 * time.Millisecond
-	e := newEnv(t, nil, core.WithTTL(ttl), core.WithWatchdog(), core.WithWatchdogInterval(140*time.Millisecond))
+	// A renewal sent an interval after the acquire has 188 ms before its
+	// give-up time; one sent an interval after the handoff would come 62 ms
+	// after it.
+	const ttl = time.Second
+	e := newEnv(t, nil, core.WithTTL(ttl), core.WithWatchdog(), core.WithWatchdogInterval(400*time.Millisecond))
 	ctx := context.Background()
 	first, err := e.locker.Acquire(ctx, uniq(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(25 * time.Millisecond)
+	time.Sleep(250 * time.Millisecond)
 	second, err := first.Handoff(ctx, &core.Request{Name: first.Name(), Key: first.Key(), TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
@@ -179,10 +182,10 @@ func TestWatchdogOfAHandedOffLease(t *testing.T) {
 	select {
 	case <-second.Done():
 		t.Fatalf("the handed-off lease was given up %v after the handoff; Redis holds %q", time.Since(first.ValidUntil().Add(-ttl)), e.client.Get(ctx, second.Key()).Val())
-	case <-time.After(3 * ttl):
+	case <-time.After(2 * ttl):
 	}
 	if second.Lost() || e.client.Get(ctx, second.Key()).Val() != second.Token() {
-		t.Fatal("the handed-off lease is not held after three TTLs with the watchdog on")
+		t.Fatal("the handed-off lease is not held after two TTLs with the watchdog on")
 	}
 }
 
@@ -257,5 +260,116 @@ func TestLost(t *testing.T) {
 	}
 	if released.Lost() {
 		t.Fatal("a released lease reports Lost")
+	}
+}
+
+// TestWatchdogOnASlowLink renews a lease over a link whose round trip is a
+// sixth of the TTL, to a server that has never run the renewal script: the
+// renewals must keep the lease, which they do only if each is sent an
+// interval after the previous one was sent (not after its reply came back)
+// and the first one is not two round trips (EVALSHA, NOSCRIPT, EVAL).
+func TestWatchdogOnASlowLink(t *testing.T) {
+	leakCheck(t)
+	const ttl = 1200 * time.Millisecond
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	opts := srv.Options()
+	opts.Addr = p.Addr()
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	l := core.New(client, core.WithTTL(ttl), core.WithWatchdog())
+	ctx := context.Background()
+	// A new connection costs round trips of its own (HELLO and more), which
+	// count against the first lease's validity: start with one open.
+	if err := client.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.SetDelay(ttl / 12) // a round trip of TTL/6
+	lease, err := l.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+		t.Fatalf("the watchdog lost a healthy lease on a link with a round trip of %v (TTL %v)", 2*p.Delay(), ttl)
+	case <-time.After(2 * ttl):
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWatchdogWithAClientThatIgnoresDeadlines partitions the network under
+// a lease renewed through a client with go-redis's defaults
+// (ContextTimeoutEnabled off: a call waits for the client's read timeout,
+// whatever its context says). The watchdog must still give the lease up an
+// interval before the lock can expire, and Release must not wait for the
+// renewal stuck in the client before it sends its own command.
+func TestWatchdogWithAClientThatIgnoresDeadlines(t *testing.T) {
+	leakCheck(t)
+	const ttl = 1500 * time.Millisecond
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	client := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 3 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	admin := srv.Client(t)
+	l := core.New(client, core.WithTTL(ttl), core.WithWatchdog(), core.WithIOTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	lease, err := l.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl / 2) // after the first renewal
+	p.Blackhole()
+	select {
+	case <-lease.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done stayed open with the network partitioned")
+	}
+	left := admin.PTTL(ctx, lease.Key()).Val()
+	t.Logf("Done closed with the lock's PTTL in Redis still %v (TTL %v)", left, ttl)
+	if left < ttl/6 {
+		t.Fatalf("Done closed %v before the lock expires in Redis: the request has no time to stop", left)
+	}
+
+	// Release sends its compare-and-delete on a connection of its own: a new
+	// one, as the renewal holds the other.
+	accepted := p.Stats().Accepted
+	start := time.Now()
+	released := make(chan error, 1)
+	go func() { released <- lease.Release(ctx) }()
+	for p.Stats().Accepted == accepted && time.Since(start) < 5*time.Second {
+		time.Sleep(5 * time.Millisecond)
+	}
+	waited := time.Since(start)
+	p.Restore() // ends the calls stuck in the client
+	if err := <-released; err != nil && !errors.Is(err, core.ErrStorage) && !errors.Is(err, core.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	t.Logf("Release sent its command %v after it was called", waited.Round(time.Millisecond))
+	if waited > time.Second {
+		t.Fatalf("Release waited %v for a renewal stuck in the client before it sent its command", waited)
+	}
+}
+
+// TestExtendReschedulesTheWatchdog: an Extend to a TTL shorter than the
+// watchdog's next renewal is away must bring that renewal forward, or the
+// lock expires before it.
+func TestExtendReschedulesTheWatchdog(t *testing.T) {
+	leakCheck(t)
+	const short = time.Second
+	e := newEnv(t, nil, core.WithTTL(30*time.Second), core.WithWatchdog()) // renewed every 10s
+	ctx := context.Background()
+	lease := hold(t, e, uniq(t))
+	if err := lease.Extend(ctx, short); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+		t.Fatalf("the lease was lost after an Extend to %v: the watchdog kept its old schedule", short)
+	case <-time.After(3 * short / 2):
+	}
+	if d := pttl(t, e, lease.Key()); d <= 0 || d > short {
+		t.Fatalf("PTTL = %v, want renewals to the TTL of the Extend, %v", d, short)
 	}
 }

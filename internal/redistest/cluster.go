@@ -314,7 +314,8 @@ func (c *Cluster) KillMaster(ctx context.Context, key string) (*Server, error) {
 // MigrateSlot moves slot, with its keys, from the node that serves it to
 // node to, as a resharding does: IMPORTING and MIGRATING states, MIGRATE of
 // the keys in batches (their TTLs go with them), then SETSLOT NODE on every
-// master. Clients follow the ASK and MOVED redirections meanwhile.
+// master, target and source first (see setSlotOrder). Clients follow the ASK
+// and MOVED redirections meanwhile.
 func (c *Cluster) MigrateSlot(ctx context.Context, slot int, to *Server) error {
 	var from *Server
 	for _, n := range c.Nodes {
@@ -368,7 +369,7 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot int, to *Server) error {
 			return err
 		}
 	}
-	for _, n := range c.Nodes {
+	for _, n := range setSlotOrder(c.Nodes, from, to) {
 		if !n.Running() {
 			continue
 		}
@@ -383,6 +384,23 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot int, to *Server) error {
 		}
 	}
 	return c.WaitOK(ctx)
+}
+
+// setSlotOrder is the order in which the masters learn a migrated slot's new
+// owner, as the Redis Cluster specification asks: the target first, so that
+// it serves the slot before anyone redirects to it; then the source, which
+// then sends MOVED to the target instead of ASK; then the others (the
+// cluster bus would propagate it to them anyway). The other way round, a
+// client could be redirected from the source to a target that still sends
+// it back.
+func setSlotOrder(nodes []*Server, from, to *Server) []*Server {
+	order := []*Server{to, from}
+	for _, n := range nodes {
+		if n != from && n != to {
+			order = append(order, n)
+		}
+	}
+	return order
 }
 
 // Close stops every node and removes their directories.
