@@ -24,9 +24,46 @@ type Locker struct {
 	reload  func(context.Context) // a cluster client's ReloadState; nil otherwise
 	acquire AcquireFunc           // the handler chain around spin
 	release ReleaseFunc           // the handler chain around unlock
-	// bg counts the Redis calls left running in the background (clean-ups,
-	// Redlock nodes slower than the outcome), each bounded by its deadline.
-	bg sync.WaitGroup
+	// bg runs the Redis calls left to the background (clean-ups, Redlock
+	// nodes slower than the outcome), each bounded by its deadline.
+	bg background
+}
+
+// background runs goroutines that Close waits for. Unlike a sync.WaitGroup,
+// it may start new ones while Close waits (an Acquire racing Close).
+type background struct {
+	mu   sync.Mutex
+	n    int
+	idle *sync.Cond // signalled when n drops to 0
+}
+
+// run runs f on a goroutine of its own.
+func (b *background) run(f func()) {
+	b.mu.Lock()
+	b.n++
+	b.mu.Unlock()
+	go func() {
+		defer func() {
+			b.mu.Lock()
+			if b.n--; b.n == 0 && b.idle != nil {
+				b.idle.Broadcast()
+			}
+			b.mu.Unlock()
+		}()
+		f()
+	}()
+}
+
+// wait blocks until no goroutine started by run is left.
+func (b *background) wait() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.idle == nil {
+		b.idle = sync.NewCond(&b.mu)
+	}
+	for b.n > 0 {
+		b.idle.Wait()
+	}
 }
 
 // New returns a Locker that keeps its locks in the Redis deployment behind
@@ -84,7 +121,7 @@ func newLocker(clients []redis.UniversalClient, err error, opts []Option) *Locke
 // on their random sleep alone. Close is idempotent and returns nil.
 func (l *Locker) Close() error {
 	l.notify.close()
-	l.bg.Wait()
+	l.bg.wait()
 	return nil
 }
 
@@ -201,11 +238,7 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 			if mayHaveApplied(err) {
 				if cerr != nil {
 					// The caller is gone: do not make it wait for the clean-up.
-					l.bg.Add(1)
-					go func() {
-						defer l.bg.Done()
-						l.undo(ctx, req.Key, token)
-					}()
+					l.bg.run(func() { l.undo(ctx, req.Key, token) })
 				} else {
 					l.undo(ctx, req.Key, token)
 				}

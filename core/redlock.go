@@ -77,10 +77,10 @@ type redlockStore struct {
 	ioTimeout time.Duration
 	// bg counts the node calls left running once an outcome was decided,
 	// and the clean-ups that wait for them; Locker.Close waits for them.
-	bg *sync.WaitGroup
+	bg *background
 }
 
-func newRedlockStore(clients []redis.UniversalClient, cfg *config, bg *sync.WaitGroup) redlockStore {
+func newRedlockStore(clients []redis.UniversalClient, cfg *config, bg *background) redlockStore {
 	nodes := make([]redisStore, len(clients))
 	for i, c := range clients {
 		nodes[i] = newRedisStore(c, cfg)
@@ -171,18 +171,16 @@ func (r redlockStore) fanout(ctx context.Context, op func(context.Context, redis
 	detached := context.WithoutCancel(ctx)
 	calls := make([]*nodeCall, len(r.nodes))
 	answered := make(chan int, len(r.nodes))
-	r.bg.Add(len(r.nodes))
 	for i, n := range r.nodes {
 		c := &nodeCall{done: make(chan struct{})}
 		calls[i] = c
-		go func() {
-			defer r.bg.Done()
+		r.bg.run(func() {
 			ctx, cancel := context.WithDeadline(detached, deadline)
 			defer cancel()
 			c.res = op(ctx, n)
 			close(c.done)
 			answered <- i
-		}()
+		})
 	}
 	results := make([]nodeResult, len(r.nodes))
 	for i, c := range calls {
@@ -328,16 +326,14 @@ func (r redlockStore) releaseAll(ctx context.Context, key, token string, results
 			}()
 			continue
 		}
-		r.bg.Add(1)
-		go func() {
-			defer r.bg.Done()
+		r.bg.run(func() {
 			if c := res.running; c != nil {
 				if <-c.done; !c.res.mayHold() {
 					return
 				}
 			}
 			release(n)
-		}()
+		})
 	}
 	wg.Wait()
 }

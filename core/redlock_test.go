@@ -153,6 +153,7 @@ func TestRedlockMinorityHeldElsewhere(t *testing.T) {
 	if _, err := l.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
+	_ = l.Close() // the clean-ups of the nodes slower than the outcome are done
 	for i, s := range nodes {
 		want := ""
 		if i < 3 {
@@ -407,6 +408,58 @@ func TestRedlockSlowQuorumIsAStorageError(t *testing.T) {
 	}
 	for _, p := range proxies {
 		p.Restore()
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRedlockCloseWhileAcquiring closes a Redlock Locker over and over while
+// it acquires and releases (Close waits for the calls left in the
+// background, which Acquires keep starting): no race, no panic, and the
+// Locker keeps working.
+func TestRedlockCloseWhileAcquiring(t *testing.T) {
+	leakCheck(t)
+	nodes := redistest.StartNodes(t, 3)
+	l := redlockEnv(t, nodes, core.WithWait(5*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
+	ctx := context.Background()
+	name := uniq(t)
+	var workers sync.WaitGroup
+	for g := 0; g < 3; g++ {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for i := 0; i < 30; i++ {
+				lease, err := l.Acquire(ctx, name)
+				if err != nil {
+					t.Errorf("acquire: %v", err)
+					return
+				}
+				if err := lease.Release(ctx); err != nil {
+					t.Errorf("release: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	finished := make(chan struct{})
+	go func() {
+		workers.Wait()
+		close(finished)
+	}()
+	closes := 0
+	for done := false; !done; closes++ {
+		_ = l.Close()
+		select {
+		case <-finished:
+			done = true
+		default:
+		}
+	}
+	t.Logf("%d Closes during 90 acquires", closes)
+	lease, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatalf("acquire after Close: %v", err)
 	}
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
