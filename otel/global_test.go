@@ -2,6 +2,7 @@ package lockotel_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -16,28 +17,35 @@ import (
 	lockotel "github.com/reqlock/reqlock/otel"
 )
 
+// globals are the providers TestGlobalProviders installs as the otel
+// globals, once per test binary (so that -count=N runs agree): the globals
+// can be set but not taken back.
+var globals struct {
+	once   sync.Once
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+}
+
 // TestGlobalProviders checks the fall-back to the global providers, installed
 // after New as programs often do: the globals forward to them. It is the only
 // test that sets the globals.
 func TestGlobalProviders(t *testing.T) {
 	h := lockotel.New(nil, lockotel.WithTracerProvider(nil), lockotel.WithMeterProvider(nil))
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() {
-		_ = tp.Shutdown(context.Background())
-		_ = mp.Shutdown(context.Background())
+	globals.once.Do(func() {
+		globals.spans = tracetest.NewSpanRecorder()
+		globals.reader = sdkmetric.NewManualReader()
+		otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(globals.spans)))
+		otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(globals.reader)))
 	})
-	otel.SetTracerProvider(tp)
-	otel.SetMeterProvider(mp)
+	e := &env{spans: globals.spans, reader: globals.reader}
+	spansBefore := len(e.ended(lockotel.SpanAcquire)) + len(e.ended(lockotel.SpanRelease))
+	histBefore := histCount(t, e.collect(t), lockotel.MetricAcquireDuration)
 
 	lockUnlock(t, h)
-	e := &env{spans: spans, reader: reader}
-	if n := len(e.ended(lockotel.SpanAcquire)) + len(e.ended(lockotel.SpanRelease)); n != 2 {
+	if n := len(e.ended(lockotel.SpanAcquire)) + len(e.ended(lockotel.SpanRelease)) - spansBefore; n != 2 {
 		t.Errorf("%d spans on the global provider, want 2", n)
 	}
-	if n := histCount(t, e.collect(t), lockotel.MetricAcquireDuration); n != 1 {
+	if n := histCount(t, e.collect(t), lockotel.MetricAcquireDuration) - histBefore; n != 1 {
 		t.Errorf("acquire durations on the global provider = %d, want 1", n)
 	}
 }
