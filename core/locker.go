@@ -105,7 +105,7 @@ func newLocker(clients []redis.UniversalClient, err error, opts []Option) *Locke
 		l.store = newRedlockStore(clients, &l.cfg, &l.bg)
 	}
 	if cfg.notify && err == nil {
-		l.notify = newNotifier(clients, cfg.ioTimeout)
+		l.notify = newNotifier(clients, cfg.ioTimeout, cfg.notifyLinger)
 	}
 	l.acquire, l.release = chain(cfg.handlers, l.spin, l.unlock)
 	return l

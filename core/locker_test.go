@@ -541,6 +541,7 @@ func TestOptionValidation(t *testing.T) {
 		{core.WithPrefix("a{b"), "WithPrefix"},
 		{core.WithHandlers(nil), "WithHandlers"},
 		{core.WithWatchdogInterval(0), "WithWatchdogInterval"},
+		{core.WithNotifyLinger(-time.Second), "WithNotifyLinger"},
 		{nil, "option 0 is nil"},
 	} {
 		l := core.New(c, tc.opt)

@@ -16,9 +16,11 @@ import (
 type notifier struct {
 	clients   []redis.UniversalClient
 	ioTimeout time.Duration
+	linger    time.Duration // how long a channel stays subscribed without waiters
 
 	mu      sync.Mutex
 	waiters map[string]map[*waiter]struct{} // channel → its waiters
+	idle    map[string]time.Time            // channel without waiters → when its last waiter left
 	started bool
 	closed  bool
 	subs    []*redis.PubSub
@@ -42,11 +44,13 @@ func (w *waiter) C() <-chan struct{} {
 	return w.c
 }
 
-func newNotifier(clients []redis.UniversalClient, ioTimeout time.Duration) *notifier {
+func newNotifier(clients []redis.UniversalClient, ioTimeout, linger time.Duration) *notifier {
 	return &notifier{
 		clients:   clients,
 		ioTimeout: ioTimeout,
+		linger:    linger,
 		waiters:   make(map[string]map[*waiter]struct{}),
+		idle:      make(map[string]time.Time),
 		kick:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 	}
@@ -72,7 +76,11 @@ func (n *notifier) join(key string) *waiter {
 	if set == nil {
 		set = make(map[*waiter]struct{})
 		n.waiters[w.channel] = set
-		n.changed()
+		if _, lingering := n.idle[w.channel]; lingering {
+			delete(n.idle, w.channel) // still subscribed
+		} else {
+			n.changed()
+		}
 	}
 	set[w] = struct{}{}
 	return w
@@ -89,6 +97,7 @@ func (n *notifier) leave(w *waiter) {
 	delete(set, w)
 	if len(set) == 0 && set != nil {
 		delete(n.waiters, w.channel)
+		n.idle[w.channel] = time.Now()
 		n.changed()
 	}
 }
@@ -115,18 +124,24 @@ func (n *notifier) start() {
 }
 
 // subscriber keeps the subscriptions equal to the set of channels that have
-// waiters. A failed SUBSCRIBE is not retried here: go-redis remembers the
+// waiters or had one within the linger. A failed SUBSCRIBE is not retried here: go-redis remembers the
 // channel and subscribes it again when it reconnects.
 func (n *notifier) subscriber() {
 	defer n.wg.Done()
 	subscribed := map[string]bool{}
+	expiry := time.NewTimer(time.Hour)
+	expiry.Stop()
+	defer expiry.Stop()
 	for {
 		select {
 		case <-n.quit:
 			return
 		case <-n.kick:
+		case <-expiry.C:
 		}
 		var add, drop []string
+		next := time.Duration(-1) // until the next lingering channel expires
+		now := time.Now()
 		n.mu.Lock()
 		for ch := range n.waiters {
 			if !subscribed[ch] {
@@ -135,12 +150,28 @@ func (n *notifier) subscriber() {
 			}
 		}
 		for ch := range subscribed {
-			if _, ok := n.waiters[ch]; !ok {
-				drop = append(drop, ch)
-				delete(subscribed, ch)
+			if _, ok := n.waiters[ch]; ok {
+				continue
+			}
+			if left := n.linger - now.Sub(n.idle[ch]); left > 0 {
+				if next < 0 || left < next {
+					next = left
+				}
+				continue
+			}
+			drop = append(drop, ch)
+			delete(subscribed, ch)
+			delete(n.idle, ch)
+		}
+		for ch := range n.idle { // left before it was ever subscribed
+			if !subscribed[ch] {
+				delete(n.idle, ch)
 			}
 		}
 		n.mu.Unlock()
+		if next >= 0 {
+			expiry.Reset(next)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.ioTimeout)
 		for _, ps := range n.subs {
 			if len(add) > 0 {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redistest"
@@ -60,7 +63,8 @@ func TestNotifySharesOneSubscription(t *testing.T) {
 	leakCheck(t)
 	srv := redistest.Start(t)
 	holder := newEnv(t, srv, core.WithNotify())
-	waiters := newEnv(t, srv, core.WithNotify(), core.WithWait(time.Minute), core.WithSpin(time.Minute, 0))
+	const linger = 2 * time.Second
+	waiters := newEnv(t, srv, core.WithNotify(), core.WithNotifyLinger(linger), core.WithWait(time.Minute), core.WithSpin(time.Minute, 0))
 	admin := srv.Client(t)
 	ctx := context.Background()
 	const names, perName = 5, 4
@@ -112,8 +116,16 @@ func TestNotifySharesOneSubscription(t *testing.T) {
 			t.Fatalf("a waiter: %v", err)
 		}
 	}
-	// The last waiter of a name unsubscribes it.
-	deadline := time.Now().Add(5 * time.Second)
+	// A name stays subscribed for the linger after its last waiter left,
+	// then is unsubscribed.
+	left := time.Now()
+	for _, h := range held {
+		n := admin.PubSubNumSub(ctx, h.Key()+":released").Val()[h.Key()+":released"]
+		if n != 1 && time.Since(left) < linger/2 {
+			t.Fatalf("a channel was unsubscribed %v after its last waiter left, within the linger of %v", time.Since(left), linger)
+		}
+	}
+	deadline := time.Now().Add(linger + 5*time.Second)
 	for _, h := range held {
 		for admin.PubSubNumSub(ctx, h.Key()+":released").Val()[h.Key()+":released"] != 0 {
 			if time.Now().After(deadline) {
@@ -149,4 +161,77 @@ func pubsubClients(t *testing.T, srv *redistest.Server) int {
 		t.Fatal(err)
 	}
 	return strings.Count(list, "\n")
+}
+
+// TestNotifyLingerKeepsAHotNameSubscribed waits on one name twice: the second
+// wait, within the linger, costs no SUBSCRIBE; with a linger of 0 it does.
+func TestNotifyLingerKeepsAHotNameSubscribed(t *testing.T) {
+	leakCheck(t)
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		linger time.Duration
+		want   int64 // SUBSCRIBE calls for two waits
+	}{{time.Minute, 1}, {0, 2}} {
+		holder := newEnv(t, srv, core.WithNotify())
+		waiter := newEnv(t, srv, core.WithNotify(), core.WithNotifyLinger(tc.linger), core.WithWait(10*time.Second))
+		if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		name := uniq(t)
+		for i := 0; i < 2; i++ {
+			held, err := holder.locker.Acquire(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				lease, err := waiter.locker.Acquire(ctx, name)
+				if err == nil {
+					err = lease.Release(ctx)
+				}
+				got <- err
+			}()
+			waitSubscribed(t, held.Key()+":released", srv)
+			if err := held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+			if tc.linger == 0 { // let the unsubscribe happen before the next wait
+				deadline := time.Now().Add(5 * time.Second)
+				for admin.PubSubNumSub(ctx, held.Key()+":released").Val()[held.Key()+":released"] != 0 {
+					if time.Now().After(deadline) {
+						t.Fatal("linger 0: the channel stayed subscribed")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		}
+		if n := subscribeCalls(t, admin); n != tc.want {
+			t.Errorf("linger %v: %d SUBSCRIBE calls for two waits on one name, want %d", tc.linger, n, tc.want)
+		}
+		if err := waiter.locker.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_ = holder.locker.Close()
+	}
+}
+
+// subscribeCalls reads the SUBSCRIBE count of INFO commandstats.
+func subscribeCalls(t *testing.T, admin *redis.Client) int64 {
+	t.Helper()
+	info, err := admin.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_subscribe:calls="); ok {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			return n
+		}
+	}
+	return 0
 }

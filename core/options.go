@@ -36,6 +36,7 @@ type config struct {
 	watchdogInterval time.Duration // 0: a third of each lease's TTL
 	fencing          bool
 	notify           bool
+	notifyLinger     time.Duration
 }
 
 func defaultConfig() config {
@@ -46,6 +47,8 @@ func defaultConfig() config {
 		spinRandom: DefaultSpinRandom,
 		ioTimeout:  DefaultIOTimeout,
 		prefix:     DefaultPrefix,
+
+		notifyLinger: DefaultNotifyLinger,
 	}
 }
 
@@ -175,8 +178,10 @@ func WithFencing() Option {
 // It is the releasing Locker that publishes: give WithNotify to every Locker
 // that locks the same names. The Locker subscribes once per Redis deployment
 // (one connection, started at the first wait): SUBSCRIBE for the names that
-// have waiters, UNSUBSCRIBE when the last one leaves. Close the Locker to end
-// the subscription.
+// have waiters, kept for a while after the last one leaves
+// (WithNotifyLinger), so that a hot name does not cost a SUBSCRIBE and an
+// UNSUBSCRIBE per wait and its releases are seen from the first failed
+// attempt on. Close the Locker to end the subscription.
 //
 // It is plain pub/sub, also on Redis Cluster, where each PUBLISH is broadcast
 // to every node over the cluster bus; sharded pub/sub would need one
@@ -184,6 +189,21 @@ func WithFencing() Option {
 // that matters only on clusters with many nodes.
 func WithNotify() Option {
 	return func(c *config) { c.notify = true }
+}
+
+// DefaultNotifyLinger is how long a name stays subscribed after its last
+// waiter left, with WithNotify.
+const DefaultNotifyLinger = 5 * time.Second
+
+// WithNotifyLinger sets how long, with WithNotify, a name's channel stays
+// subscribed after its last waiter left (default DefaultNotifyLinger; 0
+// unsubscribes at once). A name waited on again within it costs no
+// SUBSCRIBE and misses no release while a SUBSCRIBE is on its way. The
+// subscribed names are those waited on within the linger, so the longer it
+// is, the more channels stay subscribed on a Locker that waits on many
+// names. It must not be negative.
+func WithNotifyLinger(d time.Duration) Option {
+	return func(c *config) { c.notifyLinger = d }
 }
 
 // validate reports every problem of c at once, each wrapping ErrInvalidOption,
@@ -200,6 +220,9 @@ func (c *config) validate() error {
 	}
 	if c.wait < 0 {
 		bad("WithWait(%v): the wait budget must not be negative", c.wait)
+	}
+	if c.notifyLinger < 0 {
+		bad("WithNotifyLinger(%v): the linger must not be negative", c.notifyLinger)
 	}
 	if c.spinMin < 0 || c.spinRandom < 0 {
 		bad("WithSpin(%v, %v): sleep durations must not be negative", c.spinMin, c.spinRandom)
