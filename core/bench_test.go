@@ -52,12 +52,12 @@ func benchCycle(b *testing.B, e *env, cycle func(name string)) {
 		names[i] = "bench:" + strconv.Itoa(i)
 	}
 	cycle(names[0]) // loads the scripts
-	e.rt.n.Store(0)
+	e.rt.N.Store(0)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		cycle(names[i%len(names)])
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(e.rt.n.Load())/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(e.rt.N.Load())/float64(b.N), "roundtrips/op")
 }

@@ -28,13 +28,13 @@ func TestReentrantAcquireThroughContext(t *testing.T) {
 	if got := core.LeaseFromContext(ctx); got != outer {
 		t.Fatalf("LeaseFromContext = %p, want the outer lease %p", got, outer)
 	}
-	e.rt.n.Store(0)
+	e.rt.N.Store(0)
 
 	inner, err := e.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatalf("reentrant acquire: %v", err)
 	}
-	if n := e.rt.n.Load(); n != 0 || calls != 1 {
+	if n := e.rt.N.Load(); n != 0 || calls != 1 {
 		t.Fatalf("reentrant acquire made %d round trips and ran the handler %d times; want 0 and 1 (the outer acquire's)", n, calls)
 	}
 	if inner == outer || inner.Token() != outer.Token() || inner.Key() != outer.Key() || inner.Done() != outer.Done() {
@@ -70,14 +70,14 @@ func TestReentrantAcquireThroughContext(t *testing.T) {
 	}
 
 	// The outer lease is gone: the context no longer makes Acquire reentrant.
-	e.rt.n.Store(0)
+	e.rt.N.Store(0)
 	again, err := e.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer again.Release(ctx)
-	if again.Token() == outer.Token() || e.rt.n.Load() != 1 {
-		t.Fatalf("acquire after the outer release should go to Redis (round trips %d)", e.rt.n.Load())
+	if again.Token() == outer.Token() || e.rt.N.Load() != 1 {
+		t.Fatalf("acquire after the outer release should go to Redis (round trips %d)", e.rt.N.Load())
 	}
 }
 
@@ -175,14 +175,14 @@ func TestPerRequestWait(t *testing.T) {
 		t.Fatalf("waited %v: the Locker's budget was used", waited)
 	}
 	// Zero: exactly one attempt.
-	e.rt.n.Store(0)
-	if _, err := e.locker.Acquire(core.ContextWithWait(ctx, 0), name); !errors.Is(err, core.ErrTimeout) || e.rt.n.Load() != 1 {
-		t.Fatalf("wait 0: %v after %d round trips, want ErrTimeout after 1", err, e.rt.n.Load())
+	e.rt.N.Store(0)
+	if _, err := e.locker.Acquire(core.ContextWithWait(ctx, 0), name); !errors.Is(err, core.ErrTimeout) || e.rt.N.Load() != 1 {
+		t.Fatalf("wait 0: %v after %d round trips, want ErrTimeout after 1", err, e.rt.N.Load())
 	}
 	// Negative: rejected before any I/O.
-	e.rt.n.Store(0)
-	if _, err := e.locker.Acquire(core.ContextWithWait(ctx, -time.Second), name); !errors.Is(err, core.ErrInvalidOption) || e.rt.n.Load() != 0 {
-		t.Fatalf("negative wait: %v after %d round trips, want ErrInvalidOption and none", err, e.rt.n.Load())
+	e.rt.N.Store(0)
+	if _, err := e.locker.Acquire(core.ContextWithWait(ctx, -time.Second), name); !errors.Is(err, core.ErrInvalidOption) || e.rt.N.Load() != 0 {
+		t.Fatalf("negative wait: %v after %d round trips, want ErrInvalidOption and none", err, e.rt.N.Load())
 	}
 }
 

@@ -64,7 +64,7 @@ func TestFenceOfNestedAndHandedOffLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mid.Release(ctx) })
-	e.rt.n.Store(0)
+	e.rt.N.Store(0)
 	second, err := mid.Handoff(ctx, request(mid, time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestFenceOfNestedAndHandedOffLeases(t *testing.T) {
 	if mid.Fence() <= first.Fence() || second.Fence() <= mid.Fence() {
 		t.Fatalf("handed-off leases have fences %d, %d, %d: not strictly increasing", first.Fence(), mid.Fence(), second.Fence())
 	}
-	if n := e.rt.n.Load(); n != 1 {
+	if n := e.rt.N.Load(); n != 1 {
 		t.Fatalf("a fenced handoff made %d round trips, want 1 (extend and INCR in one script)", n)
 	}
 	// The new holder has a watchdog of its own: it keeps the lock past its TTL.

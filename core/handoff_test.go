@@ -26,12 +26,12 @@ func TestHandoffKeepsTheHoldWithoutRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.rt.n.Store(0)
+	e.rt.N.Store(0)
 	second, err := first.Handoff(ctx, request(first, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := e.rt.n.Load(); n != 0 {
+	if n := e.rt.N.Load(); n != 0 {
 		t.Fatalf("a handoff with most of the TTL left made %d round trips, want 0", n)
 	}
 	if second.Token() != first.Token() || second.Key() != first.Key() || !second.ValidUntil().Equal(first.ValidUntil()) {
@@ -78,13 +78,13 @@ func TestHandoffRefreshesAShortRemainder(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(600 * time.Millisecond) // less than 2/3 of the TTL is left
-	e.rt.n.Store(0)
+	e.rt.N.Store(0)
 	second, err := first.Handoff(ctx, request(first, ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer second.Release(ctx)
-	if n := e.rt.n.Load(); n != 1 {
+	if n := e.rt.N.Load(); n != 1 {
 		t.Fatalf("refreshing handoff made %d round trips, want 1", n)
 	}
 	if d := pttl(t, e, second.Key()); d <= ttl-400*time.Millisecond {
@@ -197,13 +197,13 @@ func TestHandoffThroughHandlers(t *testing.T) {
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.rt.n.Store(0)
+	e.rt.N.Store(0)
 	second, err := e.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Token() != first.Token() || e.rt.n.Load() != 0 {
-		t.Fatalf("the second acquire did not take the lock over (round trips %d)", e.rt.n.Load())
+	if second.Token() != first.Token() || e.rt.N.Load() != 0 {
+		t.Fatalf("the second acquire did not take the lock over (round trips %d)", e.rt.N.Load())
 	}
 	if err := second.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -149,7 +149,7 @@ func TestInvalidPerRequestTTL(t *testing.T) {
 			t.Errorf("ttl %v: err = %v, want ErrInvalidOption naming ContextWithTTL", ttl, err)
 		}
 	}
-	if n := e.rt.n.Load(); n != 0 {
+	if n := e.rt.N.Load(); n != 0 {
 		t.Fatalf("bad input sent %d commands to Redis", n)
 	}
 }
@@ -174,7 +174,7 @@ func TestTimeoutWhileHeld(t *testing.T) {
 	if waited < 150*time.Millisecond {
 		t.Fatalf("gave up after %v, before the 150ms budget", waited)
 	}
-	if n := waiter.rt.n.Load(); n < 3 {
+	if n := waiter.rt.N.Load(); n < 3 {
 		t.Fatalf("only %d attempts in a 150ms budget with 10-20ms sleeps", n)
 	}
 }
@@ -185,11 +185,11 @@ func TestWaitZeroIsOneAttempt(t *testing.T) {
 	waiter := newEnv(t, nil, core.WithWait(0))
 	ctx := context.Background()
 	hold(t, holder, name)
-	waiter.rt.n.Store(0)
+	waiter.rt.N.Store(0)
 	if _, err := waiter.locker.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
-	if n := waiter.rt.n.Load(); n != 1 {
+	if n := waiter.rt.N.Load(); n != 1 {
 		t.Fatalf("try-lock made %d round trips, want 1", n)
 	}
 }
@@ -260,7 +260,7 @@ func TestCancelledContextSendsNothing(t *testing.T) {
 	if _, err := e.locker.Acquire(ctx, name); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	if n := e.rt.n.Load(); n != 0 {
+	if n := e.rt.N.Load(); n != 0 {
 		t.Fatalf("sent %d commands for a cancelled request", n)
 	}
 }
@@ -395,14 +395,14 @@ func TestReleaseIsIdempotentAndWorksCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel() // the request went away before the handler finished
-	before := e.rt.n.Load()
+	before := e.rt.N.Load()
 	if err := lease.Release(ctx); err != nil {
 		t.Fatalf("release on a cancelled context: %v", err)
 	}
 	if err := lease.Release(ctx); err != nil {
 		t.Fatalf("second release: %v", err)
 	}
-	if n := e.rt.n.Load() - before; n != 1 {
+	if n := e.rt.N.Load() - before; n != 1 {
 		t.Fatalf("two releases made %d round trips, want 1", n)
 	}
 	if n := e.client.Exists(context.Background(), lease.Key()).Val(); n != 0 {
@@ -519,7 +519,7 @@ func TestEmptyNameSendsNothing(t *testing.T) {
 	if _, err := e.locker.Acquire(context.Background(), ""); !errors.Is(err, core.ErrInvalidName) {
 		t.Fatalf("err = %v, want ErrInvalidName", err)
 	}
-	if n := e.rt.n.Load(); n != 0 {
+	if n := e.rt.N.Load(); n != 0 {
 		t.Fatalf("sent %d commands for an empty name", n)
 	}
 }
@@ -636,7 +636,7 @@ func TestHandlerMayRefuse(t *testing.T) {
 	if _, err := e.locker.Acquire(context.Background(), name); !errors.Is(err, refused) {
 		t.Fatalf("err = %v, want the handler's error", err)
 	}
-	if n := e.rt.n.Load(); n != 0 {
+	if n := e.rt.N.Load(); n != 0 {
 		t.Fatalf("a refusing handler still let %d commands through", n)
 	}
 }
@@ -655,11 +655,11 @@ func TestRoundTripsPerAcquireRelease(t *testing.T) {
 		}
 	}
 	cycle() // loads the scripts into the server if needed
-	e.rt.n.Store(0)
+	e.rt.N.Store(0)
 	for i := 0; i < 10; i++ {
 		cycle()
 	}
-	if n := e.rt.n.Load(); n != 20 {
+	if n := e.rt.N.Load(); n != 20 {
 		t.Fatalf("10 uncontended acquire+release cycles made %d round trips, want 20", n)
 	}
 }
@@ -756,7 +756,7 @@ func TestHandlerSetTTL(t *testing.T) {
 	if _, err := bad.locker.Acquire(context.Background(), uniq(t)); !errors.Is(err, core.ErrInvalidOption) {
 		t.Fatalf("a handler's zero TTL: err = %v, want ErrInvalidOption", err)
 	}
-	if n := bad.rt.n.Load(); n != 0 {
+	if n := bad.rt.N.Load(); n != 0 {
 		t.Fatalf("a zero TTL sent %d commands", n)
 	}
 }

@@ -46,26 +46,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// counter is a go-redis hook that counts round trips (commands and
-// pipelines sent).
-type counter struct{ n atomic.Int64 }
-
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 var seq atomic.Int64
 
 // uniq returns a lock name of the test's own, fresh on every run, so that
@@ -85,7 +65,7 @@ func leakCheck(t *testing.T) {
 // env is one client of a server with a round-trip counter, and a Locker on it.
 type env struct {
 	client *redis.Client
-	rt     *counter
+	rt     *redistest.RoundTrips
 	locker *core.Locker
 }
 
@@ -97,12 +77,12 @@ func newEnv(t testing.TB, srv *redistest.Server, opts ...core.Option) *env {
 		srv = shared
 	}
 	c := srv.Client(t)
-	rt := &counter{}
+	rt := &redistest.RoundTrips{}
 	c.AddHook(rt)
 	if err := c.Ping(context.Background()).Err(); err != nil { // dial now, so that rt counts lock commands only
 		t.Fatal(err)
 	}
-	rt.n.Store(0)
+	rt.N.Store(0)
 	l := core.New(c, opts...)
 	if err := l.Err(); err != nil {
 		t.Fatal(err)

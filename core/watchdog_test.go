@@ -42,9 +42,9 @@ func TestWatchdogKeepsTheLockPastItsTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No renewal after the release: the round-trip count stays put.
-	before := e.rt.n.Load()
+	before := e.rt.N.Load()
 	time.Sleep(200 * time.Millisecond)
-	if n := e.rt.n.Load() - before; n != 0 {
+	if n := e.rt.N.Load() - before; n != 0 {
 		t.Fatalf("%d commands after the release: the watchdog did not stop", n)
 	}
 }
@@ -54,9 +54,9 @@ func TestWatchdogIntervalOption(t *testing.T) {
 	e := newEnv(t, nil, core.WithTTL(10*time.Second), core.WithWatchdogInterval(40*time.Millisecond))
 	ctx := context.Background()
 	lease := hold(t, e, uniq(t))
-	before := e.rt.n.Load()
+	before := e.rt.N.Load()
 	time.Sleep(300 * time.Millisecond)
-	if n := e.rt.n.Load() - before; n < 3 {
+	if n := e.rt.N.Load() - before; n < 3 {
 		t.Fatalf("%d renewals in 300ms with a 40ms interval", n)
 	}
 	if d := pttl(t, e, lease.Key()); d < 9*time.Second {

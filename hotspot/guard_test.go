@@ -300,7 +300,7 @@ func TestLocalWaitSendsNothing(t *testing.T) {
 	probe := &waitProbe{}
 	name := uniq(t)
 	c := shared.Client(t)
-	rt := &roundTrips{}
+	rt := &redistest.RoundTrips{}
 	c.AddHook(rt)
 	g := hotspot.New(hotspot.WithKeys(name))
 	l := core.New(c, core.WithHandlers(probe, g))
@@ -309,7 +309,7 @@ func TestLocalWaitSendsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt.n.Store(0)
+	rt.N.Store(0)
 	done := make(chan error, 1)
 	go func() {
 		lease, err := l.Acquire(ctx, name)
@@ -320,7 +320,7 @@ func TestLocalWaitSendsNothing(t *testing.T) {
 	}()
 	waitFor(t, "the waiter is parked on the local lock", func() bool { return g.Waiters(holder.Key()) == 2 && parkedInWait() == 1 })
 	time.Sleep(50 * time.Millisecond) // the waiter's LocalWait, which began before it parked, includes this
-	if n := rt.n.Load(); n != 0 {
+	if n := rt.N.Load(); n != 0 {
 		t.Fatalf("the waiter sent %d commands to Redis while the name was held locally", n)
 	}
 	if err := holder.Release(ctx); err != nil {
@@ -339,7 +339,7 @@ func TestTimeoutWhileWaitingLocally(t *testing.T) {
 	name := uniq(t)
 	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name)}, core.WithWait(50*time.Millisecond))
 	holder, release := in.hold(t, name)
-	in.rt.n.Store(0)
+	in.rt.N.Store(0)
 	start := time.Now()
 	_, err := in.locker.Acquire(context.Background(), name)
 	if !errors.Is(err, core.ErrTimeout) {
@@ -348,7 +348,7 @@ func TestTimeoutWhileWaitingLocally(t *testing.T) {
 	if waited := time.Since(start); waited < 50*time.Millisecond {
 		t.Fatalf("gave up after %v, before the wait budget", waited)
 	}
-	if n := in.rt.n.Load(); n != 0 {
+	if n := in.rt.N.Load(); n != 0 {
 		t.Fatalf("the waiter sent %d commands to Redis", n)
 	}
 	// The context's deadline cuts the budget and is reported as the context's.
@@ -498,7 +498,7 @@ func TestHandoffStreak(t *testing.T) {
 		}()
 	}
 	in.parked(t, name, 4)
-	in.rt.n.Store(0)
+	in.rt.N.Store(0)
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +517,7 @@ func TestHandoffStreak(t *testing.T) {
 		t.Errorf("Handoffs = %d, want %d", s.Handoffs, k)
 	}
 	// The k-th taker releases in Redis; the last waiter sets and releases.
-	if n := in.rt.n.Load(); n != 3 {
+	if n := in.rt.N.Load(); n != 3 {
 		t.Errorf("%d round trips for four critical sections, want 3", n)
 	}
 	for _, w := range probe.all()[1:] {
@@ -630,7 +630,7 @@ func TestLeaseLostByItsWatchdogIsNotHandedOff(t *testing.T) {
 	// expires: the key outlives the lease's loss by about that long.
 	l := core.New(c, core.WithHandlers(g, probe), core.WithTTL(time.Second), core.WithWatchdog(),
 		core.WithWatchdogInterval(490*time.Millisecond), core.WithIOTimeout(50*time.Millisecond), core.WithWait(10*time.Second), fastSpin)
-	in := &instance{client: c, rt: &roundTrips{}, guard: g, locker: l}
+	in := &instance{client: c, rt: &redistest.RoundTrips{}, guard: g, locker: l}
 	ctx := context.Background()
 	holder, waiter := in.queue(t, name)
 	proxy.Blackhole()
@@ -725,10 +725,10 @@ func TestHeldEntryIsNeverEvicted(t *testing.T) {
 	if s := in.guard.Stats(); s.Evictions != int64(len(others)-1) || s.Bypasses != 0 {
 		t.Fatalf("stats %+v, want %d evictions and no bypass", s, len(others)-1)
 	}
-	in.rt.n.Store(0)
+	in.rt.N.Store(0)
 	arrive() // finds the held entry and waits behind the first waiter
 	in.parked(t, name, 3)
-	if n := in.rt.n.Load(); n != 0 {
+	if n := in.rt.N.Load(); n != 0 {
 		t.Fatalf("a new arrival sent %d commands to Redis while the name was held locally", n)
 	}
 	release()
@@ -771,7 +771,7 @@ func TestReleaseOrderRedisFirst(t *testing.T) {
 		return next(ctx, lease)
 	}}
 	c := shared.Client(t)
-	rt := &roundTrips{}
+	rt := &redistest.RoundTrips{}
 	c.AddHook(rt)
 	l := core.New(c, core.WithHandlers(g, slowRelease), fastSpin)
 	ctx := context.Background()
@@ -795,10 +795,10 @@ func TestReleaseOrderRedisFirst(t *testing.T) {
 	}()
 	waitFor(t, "the waiter is on the local lock", func() bool { return g.Waiters(holder.Key()) == 2 })
 	released := make(chan error, 1)
-	rt.n.Store(0)
+	rt.N.Store(0)
 	go func() { released <- holder.Release(ctx) }()
 	time.Sleep(30 * time.Millisecond) // the holder's release is stuck before Redis
-	if n := rt.n.Load(); n != 0 {
+	if n := rt.N.Load(); n != 0 {
 		t.Fatalf("the waiter sent %d commands before the holder's lock left Redis", n)
 	}
 	gate <- struct{}{}
@@ -809,7 +809,7 @@ func TestReleaseOrderRedisFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	// release, then the waiter's SET at its first attempt and its release
-	if n := rt.n.Load(); n != 3 {
+	if n := rt.N.Load(); n != 3 {
 		t.Fatalf("%d round trips, want 3", n)
 	}
 }
@@ -855,12 +855,12 @@ func TestInvalidOptions(t *testing.T) {
 		if err := g.Err(); !errors.Is(err, core.ErrInvalidOption) {
 			t.Fatalf("Err = %v, want ErrInvalidOption", err)
 		}
-		rt := &roundTrips{}
+		rt := &redistest.RoundTrips{}
 		c := shared.Client(t)
 		c.AddHook(rt)
 		_, err := core.New(c, core.WithHandlers(g)).Acquire(context.Background(), uniq(t))
-		if !errors.Is(err, core.ErrInvalidOption) || rt.n.Load() != 0 {
-			t.Fatalf("Acquire through an invalid Guard = %v after %d commands, want ErrInvalidOption and none", err, rt.n.Load())
+		if !errors.Is(err, core.ErrInvalidOption) || rt.N.Load() != 0 {
+			t.Fatalf("Acquire through an invalid Guard = %v after %d commands, want ErrInvalidOption and none", err, rt.N.Load())
 		}
 	}
 	if err := hotspot.New().Err(); err != nil {

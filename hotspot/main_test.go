@@ -49,25 +49,6 @@ func leakCheck(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 }
 
-// roundTrips is a go-redis hook that counts commands and pipelines sent.
-type roundTrips struct{ n atomic.Int64 }
-
-func (c *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 var seq atomic.Int64
 
 // uniq returns a lock name of the test's own, fresh on every run.
@@ -79,7 +60,7 @@ func uniq(t testing.TB) string {
 // counter), its own Guard and a Locker using both.
 type instance struct {
 	client *redis.Client
-	rt     *roundTrips
+	rt     *redistest.RoundTrips
 	guard  *hotspot.Guard
 	locker *core.Locker
 }
@@ -92,12 +73,12 @@ var fastSpin = core.WithSpin(time.Millisecond, time.Millisecond)
 func newInstance(t testing.TB, guardOpts []hotspot.Option, opts ...core.Option) *instance {
 	t.Helper()
 	c := shared.Client(t)
-	rt := &roundTrips{}
+	rt := &redistest.RoundTrips{}
 	c.AddHook(rt)
 	if err := c.Ping(context.Background()).Err(); err != nil { // dial now, so that rt counts lock commands only
 		t.Fatal(err)
 	}
-	rt.n.Store(0)
+	rt.N.Store(0)
 	g := hotspot.New(guardOpts...)
 	if err := g.Err(); err != nil {
 		t.Fatal(err)
@@ -115,7 +96,7 @@ func newInstance(t testing.TB, guardOpts []hotspot.Option, opts ...core.Option) 
 	if err := lease.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	rt.n.Store(0)
+	rt.N.Store(0)
 	return &instance{client: c, rt: rt, guard: g, locker: l}
 }
 

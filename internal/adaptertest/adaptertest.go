@@ -64,32 +64,10 @@ func Uniq(t testing.TB) string {
 	return fmt.Sprintf("%s#%d", t.Name(), seq.Add(1))
 }
 
-// Counter is a go-redis hook that counts round trips.
-type Counter struct{ N atomic.Int64 }
-
-// DialHook passes through.
-func (c *Counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-// ProcessHook counts a command.
-func (c *Counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.N.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-// ProcessPipelineHook counts a pipeline.
-func (c *Counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.N.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 // Env is a client of a server with a round-trip counter, and a Locker on it.
 type Env struct {
 	Client *redis.Client
-	RT     *Counter
+	RT     *redistest.RoundTrips
 	Locker *core.Locker
 }
 
@@ -100,7 +78,7 @@ func NewEnv(t testing.TB, srv *redistest.Server, opts ...core.Option) *Env {
 		srv = Shared
 	}
 	c := srv.Client(t)
-	rt := &Counter{}
+	rt := &redistest.RoundTrips{}
 	c.AddHook(rt)
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
