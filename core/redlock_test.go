@@ -270,11 +270,7 @@ func partitioned(t *testing.T, nodes redistest.Nodes, k int) ([]redis.UniversalC
 	clients := nodes[:len(nodes)-k].Clients(t)
 	var proxies []*redistest.Proxy
 	for _, s := range nodes[len(nodes)-k:] {
-		p := redistest.NewProxy(t, s.Addr())
-		opts := s.Options()
-		opts.Addr = p.Addr()
-		c := redis.NewClient(opts)
-		t.Cleanup(func() { _ = c.Close() })
+		c, p := s.ProxiedClient(t)
 		clients = append(clients, c)
 		proxies = append(proxies, p)
 	}

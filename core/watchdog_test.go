@@ -115,11 +115,7 @@ func TestWatchdogCutClosesDoneBeforeTheLockExpires(t *testing.T) {
 	for _, fault := range []string{"cut", "blackhole"} {
 		t.Run(fault, func(t *testing.T) {
 			srv := redistest.Start(t)
-			p := redistest.NewProxy(t, srv.Addr())
-			opts := srv.Options()
-			opts.Addr = p.Addr()
-			client := redis.NewClient(opts)
-			t.Cleanup(func() { _ = client.Close() })
+			client, p := srv.ProxiedClient(t)
 			admin := srv.Client(t)
 			l := core.New(client, core.WithTTL(ttl), core.WithWatchdog(), core.WithIOTimeout(100*time.Millisecond))
 			ctx := context.Background()
@@ -196,11 +192,7 @@ func TestHandoffOfALeaseTheWatchdogGaveUp(t *testing.T) {
 	leakCheck(t)
 	const ttl = 900 * time.Millisecond
 	srv := redistest.Start(t)
-	p := redistest.NewProxy(t, srv.Addr())
-	opts := srv.Options()
-	opts.Addr = p.Addr()
-	client := redis.NewClient(opts)
-	t.Cleanup(func() { _ = client.Close() })
+	client, p := srv.ProxiedClient(t)
 	admin := srv.Client(t)
 	l := core.New(client, core.WithTTL(ttl), core.WithWatchdog(), core.WithIOTimeout(50*time.Millisecond))
 	ctx := context.Background()
@@ -272,11 +264,7 @@ func TestWatchdogOnASlowLink(t *testing.T) {
 	leakCheck(t)
 	const ttl = 1200 * time.Millisecond
 	srv := redistest.Start(t)
-	p := redistest.NewProxy(t, srv.Addr())
-	opts := srv.Options()
-	opts.Addr = p.Addr()
-	client := redis.NewClient(opts)
-	t.Cleanup(func() { _ = client.Close() })
+	client, p := srv.ProxiedClient(t)
 	l := core.New(client, core.WithTTL(ttl), core.WithWatchdog())
 	ctx := context.Background()
 	// A new connection costs round trips of its own (HELLO and more), which

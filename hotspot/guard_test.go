@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/hotspot"
 	"github.com/reqlock/reqlock/internal/redistest"
@@ -618,11 +616,7 @@ func (p *releaseProbe) saw(token string) bool {
 func TestLeaseLostByItsWatchdogIsNotHandedOff(t *testing.T) {
 	leakCheck(t)
 	name := uniq(t)
-	proxy := redistest.NewProxy(t, shared.Addr())
-	opts := shared.Options()
-	opts.Addr = proxy.Addr()
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { _ = c.Close() })
+	c, proxy := shared.ProxiedClient(t)
 	admin := shared.Client(t)
 	probe := &releaseProbe{}
 	g := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(3))

@@ -239,6 +239,19 @@ func (s *Server) Client(tb testing.TB) *redis.Client {
 	return c
 }
 
+// ProxiedClient returns a new client of the server that reaches it through
+// a Proxy of its own, for tests that delay, cut or black-hole the link; both
+// are closed when the test ends.
+func (s *Server) ProxiedClient(tb testing.TB) (*redis.Client, *Proxy) {
+	tb.Helper()
+	p := NewProxy(tb, s.Addr())
+	opts := s.Options()
+	opts.Addr = p.Addr()
+	c := redis.NewClient(opts)
+	tb.Cleanup(func() { _ = c.Close() })
+	return c, p
+}
+
 // Stop kills the server, as a crash would, keeping its port and directory for
 // Restart. Clients then get connection errors.
 func (s *Server) Stop() {
