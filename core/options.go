@@ -30,6 +30,8 @@ type config struct {
 	ioTimeout  time.Duration
 	prefix     string
 	handlers   []Handler
+	observers  []Observer
+	queue      LocalQueue
 	errs       []error
 
 	watchdog         bool
@@ -91,18 +93,59 @@ func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }
 
-// WithHandlers appends handlers to the Locker's chain. The first handler is
-// the outermost: it sees an acquire first and a release first, like the first
-// of a list of HTTP middlewares. The Redis backend is always the innermost
-// link. Calling WithHandlers several times appends in order.
+// WithHandlers adds plugins to the Locker. Each goes to its slot (see
+// Handler): a LocalQueue (such as a hotspot.Guard) to the local-queue slot,
+// an Observer (such as a lockotel.Handler) to the observers, anything else
+// to the Handler chain, in the order given, outermost first. So the order
+// of WithHandlers options matters only among users' own Handlers. A nil
+// plugin, or a second LocalQueue, is an invalid option.
 func WithHandlers(handlers ...Handler) Option {
 	return func(c *config) {
 		for i, h := range handlers {
-			if h == nil {
+			switch p := h.(type) {
+			case nil:
 				c.errs = append(c.errs, fmt.Errorf("%w: WithHandlers: handler %d is nil", ErrInvalidOption, i))
+			case LocalQueue:
+				c.setQueue(p, "WithHandlers")
+			case Observer:
+				c.observers = append(c.observers, p)
+			default:
+				if isNilPointer(h) {
+					c.errs = append(c.errs, fmt.Errorf("%w: WithHandlers: handler %d is a nil %T", ErrInvalidOption, i, h))
+					continue
+				}
+				c.handlers = append(c.handlers, h)
+			}
+		}
+	}
+}
+
+// WithLocalQueue sets the Locker's local queue (see LocalQueue), such as a
+// hotspot.Guard. A Locker has at most one.
+func WithLocalQueue(q LocalQueue) Option {
+	return func(c *config) { c.setQueue(q, "WithLocalQueue") }
+}
+
+func (c *config) setQueue(q LocalQueue, source string) {
+	switch {
+	case q == nil || isNilPointer(q):
+		c.errs = append(c.errs, fmt.Errorf("%w: %s: the local queue is nil", ErrInvalidOption, source))
+	case c.queue != nil:
+		c.errs = append(c.errs, fmt.Errorf("%w: %s: a Locker has one local queue, and %T was set already", ErrInvalidOption, source, c.queue))
+	default:
+		c.queue = q
+	}
+}
+
+// WithObservers adds observers (see Observer), such as a lockotel.Handler.
+func WithObservers(observers ...Observer) Option {
+	return func(c *config) {
+		for i, o := range observers {
+			if o == nil || isNilPointer(o) {
+				c.errs = append(c.errs, fmt.Errorf("%w: WithObservers: observer %d is nil", ErrInvalidOption, i))
 				continue
 			}
-			c.handlers = append(c.handlers, h)
+			c.observers = append(c.observers, o)
 		}
 	}
 }
