@@ -175,7 +175,7 @@ func (l *Lease) Token() string { return l.token }
 
 // Fence returns the lease's fencing token (WithFencing), or 0 where fencing
 // is off. Tokens are strictly increasing per name: a lease acquired after
-// another one of the same name (or handed the hold by Handoff) has a higher
+// another one of the same name (or handed the hold locally) has a higher
 // token, in any process (see WithFencing for what Redis restarts and
 // failovers do to the counter). A nested lease has its outermost lease's
 // token.

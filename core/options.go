@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Defaults of a Locker built without options. They are those of the seed's
-// experiment: a lock lives 10 s unless released, a request waits at most 3 s
-// for it and sleeps 10–20 ms between attempts.
+// Defaults of a Locker built without options: a lock lives 10 s unless
+// released, a request waits at most 3 s for it and sleeps 10–20 ms between
+// attempts, and a store call gets 1 s.
 const (
 	DefaultTTL        = 10 * time.Second
 	DefaultWait       = 3 * time.Second
@@ -54,16 +54,17 @@ func defaultConfig() config {
 	}
 }
 
-// WithTTL sets how long a lock lives in Redis unless released first (the
-// seed's TTL, default 10 s). It must be at least 1 ms and at most MaxTTL, and
-// is rounded up to whole milliseconds. ContextWithTTL overrides it per request.
+// WithTTL sets how long a lock lives in the store unless released first
+// (default 10 s). It must be at least 1 ms and at most MaxTTL, and is rounded
+// up to whole milliseconds. A call's TTL, ContextWithTTL and a route's
+// RouteTTL override it (see Locker.Acquire).
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) { c.ttl = ttl }
 }
 
 // WithWait sets the wait budget: how long Acquire keeps trying while another
-// holder has the name (the seed's D, default 3 s). The context's deadline cuts
-// it further. Zero means a single attempt (try-lock). It must not be negative.
+// holder has the name (default 3 s). The context's deadline cuts it further;
+// a call's Wait, ContextWithWait and a route's RouteWait override it. Zero means a single attempt (try-lock). It must not be negative.
 func WithWait(wait time.Duration) Option {
 	return func(c *config) { c.wait = wait }
 }
