@@ -150,9 +150,9 @@ func (l *Lease) endPass() {
 }
 
 // validity is when a lock given ttl by a command sent at sent is to be taken
-// as gone: the TTL counts from before the command reached Redis, less a margin
+// as gone: the TTL counts from before the command reached the store, less a margin
 // for clock drift between this process and the server (1% of the TTL plus
-// 2 ms, as in Redlock), so that Done closes before Redis frees the key.
+// 2 ms, as in Redlock), so that Done closes before the store frees the key.
 func validity(sent time.Time, ttl time.Duration) time.Time {
 	return sent.Add(validFor(ttl))
 }
@@ -165,7 +165,7 @@ func validFor(ttl time.Duration) time.Duration {
 // Name returns the lock name given to Acquire.
 func (l *Lease) Name() string { return l.name }
 
-// Key returns the Redis key that holds the lock.
+// Key returns the store key that holds the lock.
 func (l *Lease) Key() string { return l.key }
 
 // Token returns the lease's random value stored under Key: 128 bits or more
@@ -186,7 +186,7 @@ func (l *Lease) Token() string { return l.token }
 // instead of overwriting its successor's work.
 func (l *Lease) Fence() int64 { return l.fence }
 
-// TTL returns the lifetime the lock was last given in Redis (at acquire or
+// TTL returns the lifetime the lock was last given in the store (at acquire or
 // Extend).
 func (l *Lease) TTL() time.Duration {
 	l = l.outer()
@@ -197,7 +197,7 @@ func (l *Lease) TTL() time.Duration {
 
 // ValidUntil returns until when the lease is safe to rely on unless extended:
 // the TTL counted from the moment the acquiring (or extending) command was
-// sent, less a margin for clock drift (1% of the TTL plus 2 ms). Redis frees
+// sent, less a margin for clock drift (1% of the TTL plus 2 ms). The store frees
 // the key a little later.
 func (l *Lease) ValidUntil() time.Time {
 	l = l.outer()
@@ -208,11 +208,11 @@ func (l *Lease) ValidUntil() time.Time {
 
 // Done returns a channel that is closed once the lease is released or lost:
 // when Release is called, when Extend finds the lock gone, or when the TTL runs
-// out (ValidUntil passes) without an Extend, a little before Redis frees the
+// out (ValidUntil passes) without an Extend, a little before the store frees the
 // key. Adapters cancel the request's context when it closes.
 //
 // With WithWatchdog, Done closes when a renewal finds the lock gone, or when
-// Redis stayed unreachable until less than one renewal interval of validity
+// the store stayed unreachable until less than one renewal interval of validity
 // was left (about a third of the TTL before the lock can expire): time for
 // the request to notice and stop before anyone else can take the name.
 //
