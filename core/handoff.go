@@ -70,7 +70,7 @@ func (l *Lease) handoff(ctx context.Context, name string, ttl time.Duration) (*L
 	}
 	switch {
 	case err != nil:
-		if cerr := ctx.Err(); cerr != nil {
+		if cerr := callerErr(ctx); cerr != nil {
 			return nil, cerr
 		}
 		return nil, locker.storageErr("handoff", name, err)

@@ -405,7 +405,7 @@ func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
 	ok, _, err := l.locker.store.Extend(ioCtx, l.key, l.token, ttl, false)
 	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
+		if cerr := callerErr(ctx); cerr != nil {
 			return cerr
 		}
 		return l.locker.storageErr("extend", l.name, err)

@@ -361,7 +361,7 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 		ok, fence, err := l.store.TryAcquire(ioCtx, req.Key, token, req.TTL, l.cfg.fencing)
 		cancel()
 		if err != nil {
-			if cerr := ctx.Err(); cerr != nil {
+			if cerr := callerErr(ctx); cerr != nil {
 				return nil, cerr
 			}
 			return nil, l.storageErr("acquire", req.Name, err)
@@ -392,15 +392,26 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 	}
 }
 
-// timeoutErr returns the error of a wait budget that is spent: the context's
-// error when it was the context's deadline that cut the budget, ErrTimeout
-// (wrapped with the name and the time waited) otherwise.
-func (l *Locker) timeoutErr(ctx context.Context, req *Request) error {
+// callerErr returns the caller's context error: ctx's error, or
+// context.DeadlineExceeded once ctx's deadline has passed even if its timer
+// has not fired yet (a store's own timers for the same deadline may fire
+// first, and its error must not hide the caller's deadline); nil otherwise.
+func callerErr(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// timeoutErr returns the error of a wait budget that is spent: the context's
+// error when it was the context's deadline that cut the budget, ErrTimeout
+// (wrapped with the name and the time waited) otherwise.
+func (l *Locker) timeoutErr(ctx context.Context, req *Request) error {
+	if err := callerErr(ctx); err != nil {
+		return err
 	}
 	return fmt.Errorf("%w (name %q, waited %v, %d attempts)",
 		ErrTimeout, req.Name, time.Since(req.Start).Round(time.Millisecond), req.Attempts)

@@ -270,3 +270,30 @@ func TestWarnsWithoutContextTimeout(t *testing.T) {
 		t.Fatalf("no warning for a client without ContextTimeoutEnabled: %q", buf.String())
 	}
 }
+
+// deadlineStore answers every call with an error of its own the moment the
+// call's deadline passes, as a client whose socket deadline fires before the
+// caller's context timer does.
+type deadlineStore struct{ core.Store }
+
+func (deadlineStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		time.Sleep(time.Until(dl))
+	}
+	return false, 0, errors.New("no reply in time")
+}
+
+// TestCallerDeadlineDuringAStoreCall: when the caller's deadline passes
+// during a store call, Acquire reports context.DeadlineExceeded, whichever
+// of the store's error and the context's timer comes first.
+func TestCallerDeadlineDuringAStoreCall(t *testing.T) {
+	l := core.NewWithStore(deadlineStore{}, core.WithIOTimeout(time.Minute))
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		_, err := l.Acquire(ctx, "order:42")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, core.ErrStorage) {
+			t.Fatalf("acquire %d: %v, want context.DeadlineExceeded alone", i, err)
+		}
+	}
+}
