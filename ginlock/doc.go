@@ -16,7 +16,12 @@
 //     also when the request's own deadline passed while waiting;
 //   - no body at all (status 499 recorded for logs), when the client went
 //     away (its context was cancelled);
-//   - 500 for set-up mistakes (an invalid option, a nil Locker or Func).
+//   - 500, when the key Func fails otherwise (keyfunc reports a bad argument,
+//     such as keyfunc.Param(""), through the Func it returns).
+//
+// Other set-up mistakes — an invalid option, a nil Locker or Func, a Locker
+// whose Err is not nil — are not answered at all: New panics with an error
+// listing them, at start-up. Check returns that error instead.
 //
 // JSON errors have the form {"error": "..."}; every error is also attached to
 // the gin context (c.Error) for logging middleware. WithErrorHandler and
@@ -64,5 +69,5 @@
 // other holder would.
 //
 // The route template (c.FullPath()) labels the acquire for telemetry
-// (core.ContextWithRoute); lock names never do.
+// (core.Route); lock names never do.
 package ginlock

@@ -18,11 +18,15 @@
 // The answers are those of ginlock: 400 with a JSON error naming a missing or
 // unreadable part, 409 with Retry-After when the name stayed busy, 503 when
 // Redis is unavailable (unless WithFailOpen) or the request's deadline passed
-// while waiting, 500 for set-up mistakes, and a bare 499 when the client went
-// away. WithErrorHandler and WithBusyHandler replace them; the next handler
-// is never called after a failure, whatever they do. Only WithFailOpen (or
-// WithFailOpenHook, which also reports the storage error) calls it unlocked,
-// and only when Redis is unavailable.
+// while waiting, 500 when the key Func fails otherwise, and a bare 499 when
+// the client went away. WithErrorHandler and WithBusyHandler replace them;
+// the next handler is never called after a failure, whatever they do. Only
+// WithFailOpen (or WithFailOpenHook, which also reports the storage error)
+// calls it unlocked, and only when Redis is unavailable.
+//
+// Set-up mistakes — an invalid option, a nil Locker or Func, a Locker whose
+// Err is not nil — are not answered at all: New panics with an error listing
+// them, at start-up. Check returns that error instead.
 //
 // WithWait and WithTTL set the wait budget and TTL per route; a per-request
 // value wins over them (see Option): WithTTLFunc, or core.ContextWithTTL and
@@ -37,4 +41,6 @@
 // context, not by goroutine: only code given that context (or one derived
 // from it) shares the lease. A JSON body read by keyfunc.Field is put back
 // for the handler. The lock is released when the handler returns or panics.
+// The route labels the acquire for telemetry (core.Route); lock names never
+// do.
 package httplock
