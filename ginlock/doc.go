@@ -38,6 +38,19 @@
 // The wait bounds the waiting for another holder, not a Redis call, which
 // ends at the Locker's I/O timeout.
 //
+// # Where it goes
+//
+// Put it on the routes (or route groups) it locks, after the middleware that
+// authenticates or rate-limits and before the handler. gin has routed the
+// request before any middleware runs, so c.FullPath() and c.Param are known
+// even in r.Use. For a {field.X} key the middleware reads the JSON body
+// itself, up to WithMaxBody, and puts it back, so middleware and handlers
+// after it read the whole body as usual; middleware before it that reads the
+// body must put it back too. Bounding the time and size of a request body is
+// the server's job (http.Server's ReadTimeout, http.MaxBytesReader or a body
+// limit middleware): WithMaxBody only bounds what the middleware reads to
+// find the field.
+//
 // # The handler's side
 //
 // The handler's request context (c.Request.Context()) carries the lease —

@@ -58,7 +58,9 @@
 // by context, not by goroutine: only code given the handler's context (or
 // one derived from it) shares the lease. The lock is released when the
 // handler returns, also when it panics. The method labels the acquire for
-// telemetry (core.Route); lock names never do.
+// telemetry (core.Route); lock names never do. The request message is decoded
+// by gRPC before the interceptor runs (its size bounded by the server's
+// grpc.MaxRecvMsgSize): a {field.X} key reads it, never the wire.
 //
 // # Streams
 //
