@@ -98,11 +98,14 @@ type source struct {
 	unrouted bool
 }
 
+// Route returns the route template, noting when it is not known.
 func (s *source) Route() string {
 	s.unrouted = s.unrouted || s.Pattern == ""
 	return s.Pattern
 }
 
+// Param returns the path parameter called name, noting when it is missing
+// while the route is not known.
 func (s *source) Param(name string) (string, error) {
 	v, err := s.HTTPSource.Param(name)
 	s.unrouted = s.unrouted || (v == "" && s.Pattern == "")

@@ -37,8 +37,8 @@ const StatusClientClosedRequest = 499
 // Protocol is what an adapter tells its Flow about its framework.
 type Protocol[R any] struct {
 	// Answer answers a request that could not be locked, unless a custom
-	// handler (WithBusyHandler, WithErrorHandler) did. It must not serve
-	// the request.
+	// handler (WithBusyHandler, WithErrorHandler) did; a gone client always
+	// comes here. It must not serve the request.
 	Answer func(x R, f Failure)
 	// Refuse, if set, is called first when a request is refused, before
 	// any answer (gin aborts its chain and records the error here).
