@@ -1,6 +1,6 @@
 module github.com/reqlock/reqlock
 
-go 1.24
+go 1.24.0
 
 require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7
@@ -10,8 +10,7 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/klauspost/cpuid/v2 v2.3.0 // indirect
-	github.com/stretchr/testify v1.11.1 // indirect
-	go.uber.org/atomic v1.11.0 // indirect
-	golang.org/x/sys v0.35.0 // indirect
+	github.com/klauspost/cpuid/v2 v2.4.2 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.41.0 // indirect
 )
