@@ -21,9 +21,9 @@ import (
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/grpclock"
+	"github.com/reqlock/reqlock/grpclock/internal/testsvc"
 	"github.com/reqlock/reqlock/internal/adaptertest"
 	"github.com/reqlock/reqlock/internal/redistest"
-	"github.com/reqlock/reqlock/internal/testsvc"
 	"github.com/reqlock/reqlock/keyfunc"
 )
 

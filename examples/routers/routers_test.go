@@ -1,4 +1,4 @@
-package httplock_test
+package routers_test
 
 import (
 	"context"
