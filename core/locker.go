@@ -74,7 +74,10 @@ func NewWithStore(s Store, opts ...Option) *Locker {
 // timeout, notify linger).
 type configurable interface{ configure(*config) }
 
-func (s *redisStore) configure(cfg *config) { s.setLinger(cfg.notifyLinger) }
+func (s *redisStore) configure(cfg *config) {
+	s.setLinger(cfg.notifyLinger)
+	s.ioTimeout.Store(int64(cfg.ioTimeout))
+}
 
 // newLocker builds a Locker on s; err reports bad arguments, clients are
 // checked for ContextTimeoutEnabled.
