@@ -74,7 +74,10 @@ func NewWithStore(s Store, opts ...Option) *Locker {
 // timeout, notify linger).
 type configurable interface{ configure(*config) }
 
-func (s *redisStore) configure(cfg *config) { s.setLinger(cfg.notifyLinger) }
+func (s *redisStore) configure(cfg *config) {
+	s.setLinger(cfg.notifyLinger)
+	s.ioTimeout.Store(int64(cfg.ioTimeout))
+}
 
 // newLocker builds a Locker on s; err reports bad arguments, clients are
 // checked for ContextTimeoutEnabled.
@@ -208,7 +211,14 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...CallOption) (
 		deadline = dl
 	}
 	req := &Request{Name: name, Key: key, Route: route, TTL: ttl, Start: now, Deadline: deadline}
+	panicked := true
+	defer func() {
+		if panicked {
+			l.acquirePanicked(ctx, req)
+		}
+	}()
 	err = l.acquire(ctx, req)
+	panicked = false
 	lease := req.lease
 	switch {
 	case err != nil && lease != nil: // a Handler refused the lock next took
@@ -219,6 +229,24 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...CallOption) (
 	}
 	l.observeAcquire(ctx, req, lease, err)
 	return lease, err
+}
+
+// errAcquirePanicked is the error the Observers see for an Acquire whose
+// Handler chain panicked.
+var errAcquirePanicked = errors.New("reqlock: acquire: the handler chain panicked")
+
+// acquirePanicked runs while a panic of the Handler chain goes up through
+// Acquire: a lock that the chain took before the panic has no holder, so it
+// is released (in the store and in the local queue), and the Observers see
+// the acquire fail with OutcomeError. The panic then goes on.
+func (l *Locker) acquirePanicked(ctx context.Context, req *Request) {
+	if lease := req.lease; lease != nil {
+		func() {
+			defer func() { _ = recover() }() // the Handler may panic again: the first panic goes on
+			_ = lease.Release(ctx)
+		}()
+	}
+	l.observeAcquire(ctx, req, nil, errAcquirePanicked)
 }
 
 // observeAcquire tells the Observers how an Acquire ended, and keeps the
@@ -266,12 +294,13 @@ func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(conte
 		}
 	}
 	outerRelease := release
-	release = func(ctx context.Context, lease *Lease) error {
-		err := outerRelease(ctx, lease)
-		if !lease.unlocked.Load() { // a Handler did not call next
-			err = errors.Join(err, unlock(ctx, lease))
-		}
-		return err
+	release = func(ctx context.Context, lease *Lease) (err error) {
+		defer func() {
+			if !lease.unlocked.Load() { // a Handler did not call next, or panicked first
+				err = errors.Join(err, unlock(ctx, lease))
+			}
+		}()
+		return outerRelease(ctx, lease)
 	}
 	return func(ctx context.Context, req *Request) error {
 		_, err := acquire(ctx, req)
@@ -301,6 +330,12 @@ func (l *Locker) take(ctx context.Context, req *Request) (*Lease, error) {
 	case turn == nil:
 		return l.spin(ctx, req)
 	}
+	taken := false
+	defer func() {
+		if !taken { // failed, or the store panicked: the next waiter may go
+			turn.Leave()
+		}
+	}()
 	var lease *Lease
 	if prev := turn.Passed(); prev != nil {
 		lease, err = l.takeOver(ctx, req, prev)
@@ -310,9 +345,9 @@ func (l *Locker) take(ctx context.Context, req *Request) (*Lease, error) {
 		lease, err = l.spin(ctx, req)
 	}
 	if err != nil {
-		turn.Leave()
 		return nil, err
 	}
+	taken = true
 	lease.turn = turn
 	return lease, nil
 }

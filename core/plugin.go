@@ -70,6 +70,10 @@ type ReleaseFunc func(ctx context.Context, lease *Lease) error
 // error; when it returns nil without calling next, Acquire fails. Release
 // always reaches the store, whether or not a Handler calls next (once
 // only); a Handler may act before and after it, and its error is Release's.
+// A Handler's panic goes on up to the caller, but leaves no lock behind: a
+// lock taken below a Handler that panics in Acquire is released (and the
+// Observers see the acquire fail with OutcomeError), and a Release whose
+// Handler panics still reaches the store and the local queue.
 //
 // A Handler is shared by every request of a Locker and must be safe for
 // concurrent use. Release runs once per lease, with a context that is not

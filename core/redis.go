@@ -60,6 +60,9 @@ type redisStore struct {
 	linger   time.Duration
 	closed   bool
 	bg       background // undos left to the background
+	// ioTimeout bounds an undo (see TryAcquire): the I/O timeout of the
+	// Locker that configured the store, 0 for DefaultIOTimeout.
+	ioTimeout atomic.Int64
 }
 
 // NewRedisStore returns the Store on the Redis deployment behind client: a
@@ -145,23 +148,22 @@ func channelOf(key string) string { return key + ":released" }
 // and increments the fence counter.
 //
 // An attempt that fails after its command may have reached Redis is undone
-// (see mayHaveApplied): at once, within as long as the attempt had; in the
-// background when the attempt's context was cancelled, so that a caller who
-// went away does not wait for it.
+// (see mayHaveApplied), within the Locker's I/O timeout (DefaultIOTimeout
+// for a store no Locker configured) rather than what is left of the
+// attempt's context: a caller's deadline may have left the attempt a sliver
+// of time, too short to reach Redis again. The undo runs at once, or in the
+// background when the attempt's context has ended (cancelled, or past its
+// deadline), so that the caller does not wait for it.
 func (s *redisStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
-	start := time.Now()
 	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced)
 	if err != nil && mayHaveApplied(err) {
-		budget := DefaultIOTimeout
-		if dl, has := ctx.Deadline(); has {
-			budget = max(dl.Sub(start), time.Millisecond)
-		}
+		budget := s.undoTimeout()
 		undo := func() {
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 			defer cancel()
 			_, _ = s.Release(uctx, key, token)
 		}
-		if errors.Is(ctx.Err(), context.Canceled) {
+		if ctx.Err() != nil {
 			s.bg.run(undo)
 		} else {
 			undo()
@@ -265,6 +267,14 @@ func (s *redisStore) watchInto(key string, c chan struct{}) (stop func()) {
 
 // setLinger sets how long a channel stays subscribed without waiters; the
 // Locker passes WithNotifyLinger before its first Watch.
+// undoTimeout returns the time an undo of a failed attempt may take.
+func (s *redisStore) undoTimeout() time.Duration {
+	if d := time.Duration(s.ioTimeout.Load()); d > 0 {
+		return d
+	}
+	return DefaultIOTimeout
+}
+
 func (s *redisStore) setLinger(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
