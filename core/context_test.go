@@ -12,9 +12,10 @@ import (
 func TestReentrantAcquireThroughContext(t *testing.T) {
 	leakCheck(t)
 	calls := 0
-	counting := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+	counting := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
 		calls++
-		return next(ctx, req)
+		_, err := next(ctx, req)
+		return err
 	}}
 	e := newEnv(t, nil, core.WithWait(0), core.WithHandlers(counting))
 	ctx := context.Background()
@@ -133,9 +134,10 @@ func TestLeaseFromContextEmpty(t *testing.T) {
 func TestRouteReachesHandlers(t *testing.T) {
 	leakCheck(t)
 	var seen string
-	h := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+	h := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
 		seen = req.Route
-		return next(ctx, req)
+		_, err := next(ctx, req)
+		return err
 	}}
 	e := newEnv(t, nil, core.WithHandlers(h))
 	ctx := core.ContextWithRoute(context.Background(), "/orders/:id")

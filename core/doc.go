@@ -1,23 +1,38 @@
-// Package core is reqlock's lock engine: named, request-scoped locks in Redis
-// with the pull-mode algorithm (spin on SET NX PX, random sleep,
-// compare-and-delete release).
+// Package core is reqlock's lock engine: named, request-scoped locks in a
+// Store (Redis by default), taken with the pull-mode algorithm of Redis's
+// documented single-instance lock: try SET key token NX PX ttl, sleep a random
+// time while another holder has the key, release with a compare-and-delete.
 //
 // # Using it
 //
 // Build one Locker per process on a go-redis client and share it:
 //
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
 //	locker := core.New(client, core.WithTTL(10*time.Second), core.WithWait(3*time.Second))
 //	if err := locker.Err(); err != nil { // invalid options
 //		log.Fatal(err)
 //	}
-//	lease, err := locker.Acquire(ctx, "order:42")
+//	defer locker.Close()
+//	lease, err := locker.Acquire(ctx, "order:42", core.TTL(30*time.Second))
 //	if err != nil {
-//		return err // errors.Is(err, core.ErrTimeout): busy; core.ErrStorage: Redis down
+//		return err // errors.Is(err, core.ErrTimeout): busy; core.ErrStorage: the store is down
 //	}
 //	defer lease.Release(ctx)
 //
-// A request that knows it will be slow takes a longer TTL for itself only with
-// ContextWithTTL.
+// The lock's TTL and wait budget come from call options (TTL, Wait), the
+// context (ContextWithTTL, for code deep in a request that knows it will be
+// slow), a route's defaults (RouteTTL, RouteWait, set by the adapters) and
+// the Locker's options, in that order; Locker.Acquire states the rule.
+//
+// # Where things live
+//
+// One request goes through three files: locker.go (Acquire: checks, the
+// Handlers, the local queue, the spin loop against the Store, the
+// Observers; and the release path), lease.go (the Lease and its states) and
+// store.go (the Store interface). redis.go is the Redis store, redlock.go the
+// quorum store, plugin.go the plugin slots, call.go the call options and the
+// precedence rule, outcome.go the outcome vocabulary shared by adapters and
+// telemetry.
 //
 // # The algorithm
 //
@@ -55,15 +70,25 @@
 // reentrant: it returns a nested lease without a Redis call, and the name is
 // released when the outermost lease is.
 //
-// # Handlers
+// # Stores
 //
-// A Handler wraps acquire and release like HTTP middleware (the seed
-// framework's LockHandler). Handlers are given with WithHandlers; the Redis
-// backend is always the innermost link. Local hot-spot locks and telemetry
-// are Handlers in their own packages. Lease.Handoff lets a local-lock
-// handler pass a lock still held in Redis to the next local waiter, and
-// ContextWithRoute gives telemetry handlers a low-cardinality label
-// (Request.Route).
+// A Store is three atomic calls: try-acquire, release and extend, each acting
+// only for the token's holder (see Store). New(client) is
+// NewWithStore(NewRedisStore(client)); NewRedlock is NewWithStore over a
+// quorum of Redis stores (NewRedlockStore). Optional capabilities (push
+// wake-ups with Notifier, Redlock fencing with FenceRaiser) are discovered by
+// interface assertion. The package core/storetest is the conformance suite
+// every Store passes.
+//
+// # Plugins
+//
+// A Locker has three plugin slots, so that what a plugin sees never depends
+// on the order of the options (see Handler): one LocalQueue (the hotspot
+// package's Guard: the goroutines of a process queue locally, and one of
+// them contends in the store); Observers (the otel package: typed events for
+// every acquire and every end of a lease, local hand-overs included); and
+// Handlers, users' own middleware around acquire and release, whose contract
+// the types hold.
 //
 // # Under failure
 //
@@ -104,7 +129,7 @@
 //
 // # Limits
 //
-// A Redis lock is a lease: it ends when its TTL runs out, whether or not the
+// A lock in a store is a lease: it ends when its TTL runs out, whether or not the
 // holder is done. Choose a TTL above the longest critical section, raise it
 // per request with ContextWithTTL, or turn the watchdog on; and watch
 // Lease.Done, which closes when the lease is released or lost. With Redis

@@ -57,10 +57,10 @@ func ExampleHandlerFuncs() {
 	defer client.Close()
 
 	logging := core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-			lease, err := next(ctx, req)
+		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+			_, err := next(ctx, req)
 			fmt.Printf("acquire %s: attempts=%d err=%v\n", req.Name, req.Attempts, err)
-			return lease, err
+			return err
 		},
 		OnRelease: func(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
 			err := next(ctx, lease)

@@ -3,6 +3,9 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,41 +165,71 @@ func TestHandoffRejectsBadRequests(t *testing.T) {
 	}
 }
 
-// TestHandoffThroughHandlers passes a lock from one Acquire to the next the
-// way a local-lock handler does: the releasing holder's Release handler keeps
-// the lease instead of calling next, and the next Acquire's handler takes it
-// over with Handoff.
-func TestHandoffThroughHandlers(t *testing.T) {
-	leakCheck(t)
-	parked := make(chan *core.Lease, 1)
-	h := core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-			select {
-			case prev := <-parked:
-				return prev.Handoff(ctx, req)
-			default:
-				return next(ctx, req)
-			}
-		},
-		OnRelease: func(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
-			if lease.Value("pass") != nil {
-				parked <- lease
-				return nil
-			}
-			return next(ctx, lease)
-		},
+// parkingQueue is a LocalQueue that queues nothing: a lease offered by Pass
+// while pass is set is parked, and the next turn takes it over.
+type parkingQueue struct {
+	pass   atomic.Bool
+	parked chan *core.Lease
+	left   atomic.Int64 // turns ended by Leave
+}
+
+type parkingTurn struct {
+	q    *parkingQueue
+	prev *core.Lease
+}
+
+func (q *parkingQueue) Enter(ctx context.Context, name, key string, deadline time.Time) (core.LocalTurn, error) {
+	select {
+	case prev := <-q.parked:
+		return &parkingTurn{q, prev}, nil
+	default:
+		return &parkingTurn{q: q}, nil
 	}
-	e := newEnv(t, nil, core.WithHandlers(h), core.WithWait(0))
+}
+
+func (t *parkingTurn) Passed() *core.Lease { return t.prev }
+
+func (t *parkingTurn) Pass(lease *core.Lease) bool {
+	if !t.q.pass.Load() {
+		return false
+	}
+	t.q.parked <- lease
+	return true
+}
+
+func (t *parkingTurn) Leave() { t.q.left.Add(1) }
+
+// TestHandoffThroughTheLocalQueue passes a lock from one Acquire to the next
+// through the local-queue slot: the releasing holder's turn passes the lease
+// on instead of a store release, and the next Acquire takes it over without
+// a round trip; Handlers and Observers see both ends whatever their order.
+func TestHandoffThroughTheLocalQueue(t *testing.T) {
+	leakCheck(t)
+	q := &parkingQueue{parked: make(chan *core.Lease, 1)}
+	var events []string
+	var mu sync.Mutex
+	obs := observerFunc(func(e core.AcquireEvent) core.LeaseObserver {
+		mu.Lock()
+		events = append(events, fmt.Sprintf("acquire %v handed=%v attempts=%d", e.Outcome, e.HandedOver, e.Attempts))
+		mu.Unlock()
+		return releaseFunc(func(e core.ReleaseEvent) {
+			mu.Lock()
+			events = append(events, fmt.Sprintf("release %v", e.Outcome))
+			mu.Unlock()
+		})
+	})
+	e := newEnv(t, nil, core.WithObservers(obs), core.WithLocalQueue(q), core.WithWait(0))
 	ctx := context.Background()
 	name := uniq(t)
 	first, err := e.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first.SetValue("pass", true)
+	q.pass.Store(true)
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	q.pass.Store(false)
 	e.rt.N.Store(0)
 	second, err := e.locker.Acquire(ctx, name)
 	if err != nil {
@@ -205,11 +238,23 @@ func TestHandoffThroughHandlers(t *testing.T) {
 	if second.Token() != first.Token() || e.rt.N.Load() != 0 {
 		t.Fatalf("the second acquire did not take the lock over (round trips %d)", e.rt.N.Load())
 	}
+	select {
+	case <-first.Done():
+	default:
+		t.Fatal("the lease that was handed off is not done")
+	}
 	if err := second.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := e.client.Exists(ctx, first.Key()).Result(); n != 0 {
 		t.Fatal("the last holder's release left the key")
+	}
+	if q.left.Load() != 1 {
+		t.Fatalf("%d turns left the queue, want 1 (the second; the first passed its turn on)", q.left.Load())
+	}
+	want := "acquire acquired handed=false attempts=1,release handed_off,acquire acquired handed=true attempts=0,release released"
+	if got := strings.Join(events, ","); got != want {
+		t.Fatalf("observers saw\n%s\nwant\n%s", got, want)
 	}
 }
 

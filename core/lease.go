@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Lease is a lock held in Redis. Release it when the critical section ends,
-// typically with defer. Its methods are safe for concurrent use.
+// Lease is a lock held in a Store. Release it when the critical section
+// ends, typically with defer. Its methods are safe for concurrent use.
 type Lease struct {
 	locker *Locker
 	name   string
@@ -17,31 +18,53 @@ type Lease struct {
 	token  string
 	fence  int64
 
+	// parent is the outermost lease of a nested (reentrant) lease, which
+	// owns the hold in the store; nil for a lease that owns it itself.
+	parent *Lease
+	// turn is the lease's turn in the local queue (WithLocalQueue), nil
+	// without one; the lease hands it on or leaves it at release.
+	turn LocalTurn
+	// observers are told how the lease ends; set before Acquire returns.
+	observers []LeaseObserver
+	unlocked  atomic.Bool // the innermost release link ran
+
 	releaseOnce sync.Once
 	releaseErr  error
-	extendMu    sync.Mutex // one Extend at a time, so validUntil follows Redis
-
-	// parent is the outermost lease of a nested (reentrant) lease, which
-	// owns the hold in Redis; nil for a lease that owns it itself.
-	parent *Lease
+	extendMu    sync.Mutex // one Extend at a time, so validUntil follows the store
 
 	mu         sync.Mutex
-	ttl        time.Duration
-	validUntil time.Time // see validity
-	released   bool
-	lost       bool
-	deleted    bool          // the innermost release link ran: the hold cannot be handed off
-	handedOff  bool          // Handoff gave the hold to another lease
+	state      leaseState
+	loss       Outcome       // why the lease was lost (OutcomeNotHeld, OutcomeGaveUp); 0 if it was not
+	ttl        time.Duration // the TTL last given in the store
+	validUntil time.Time     // see validity
 	done       chan struct{} // made on the first call of Done
-	doneClosed bool
-	expiry     *time.Timer // closes done when validUntil passes
-	values     map[any]any
-	watch      *watchdog // renews the hold (WithWatchdog); nil otherwise
+	expiry     *time.Timer   // closes done when validUntil passes
+	watch      *watchdog     // renews the hold (WithWatchdog); nil otherwise
 }
 
-// newLease builds a lease that owns a hold of key with token in Redis, valid
-// until validUntil, and starts its watchdog (WithWatchdog). Every such lease
-// is made here: by Acquire, and by Handoff for the next holder.
+// leaseState is where a lease is in its life. Every lease starts held:
+//
+//	held ──Release──────────────────────────────▶ released
+//	held ──watchdog gave up / Extend found it gone──▶ lost ──Release──▶ released
+//	held ──Release, offered to a local waiter──▶ passing ──taken over──▶ handedOff
+//	                                             passing ──not taken──▶ held (Release goes on)
+//
+// Done is closed in every state but held (and when the validity passes
+// while held). A nested lease has a state of its own only for its own
+// Release; for the rest it follows its outermost lease.
+type leaseState uint8
+
+const (
+	stateHeld      leaseState = iota // owns its lock in the store
+	stateLost                        // the lock was found gone, or given up; not yet released
+	stateReleased                    // Release ran: the store release was sent
+	statePassing                     // Release offers the lock to a local waiter
+	stateHandedOff                   // the lock passed to the next holder's lease
+)
+
+// newLease builds a lease that owns a hold of key with token in the store,
+// valid until validUntil, and starts its watchdog (WithWatchdog). Every such
+// lease is made here: by Acquire, and by a hand-over for the next holder.
 func (l *Locker) newLease(name, key, token string, fence int64, ttl time.Duration, validUntil time.Time) *Lease {
 	lease := &Lease{
 		locker:     l,
@@ -59,7 +82,7 @@ func (l *Locker) newLease(name, key, token string, fence int64, ttl time.Duratio
 }
 
 // nested returns a lease for a reentrant Acquire of outer's name: it shares
-// outer's hold in Redis and releases nothing itself.
+// outer's hold in the store and releases nothing itself.
 func nested(outer *Lease) *Lease {
 	return &Lease{
 		locker: outer.locker,
@@ -71,8 +94,8 @@ func nested(outer *Lease) *Lease {
 	}
 }
 
-// outer returns the lease that owns the hold in Redis: l, or the outermost
-// lease of a nested one.
+// outer returns the lease that owns the hold in the store: l, or the
+// outermost lease of a nested one.
 func (l *Lease) outer() *Lease {
 	if l.parent != nil {
 		return l.parent
@@ -84,13 +107,52 @@ func (l *Lease) outer() *Lease {
 func (l *Lease) held() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return !l.released && !l.lost && !l.handedOff && time.Now().Before(l.validUntil)
+	return l.state == stateHeld && time.Now().Before(l.validUntil)
+}
+
+// handedOff reports whether l's lock passed to another lease.
+func (l *Lease) handedOff() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state == stateHandedOff
+}
+
+// lose moves a held lease to lost for the reason given, and closes Done.
+func (l *Lease) lose(reason Outcome) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == stateHeld {
+		l.state, l.loss = stateLost, reason
+		l.closeDoneLocked()
+	}
+}
+
+// beginPass moves a held lease that is still valid to passing, before its
+// lock is offered to a local waiter, and reports whether it did.
+func (l *Lease) beginPass() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != stateHeld || !time.Now().Before(l.validUntil) {
+		return false
+	}
+	l.state = statePassing
+	return true
+}
+
+// endPass moves a lease whose lock no waiter took back to held, unless the
+// watchdog gave it up meanwhile.
+func (l *Lease) endPass() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == statePassing {
+		l.state = stateHeld
+	}
 }
 
 // validity is when a lock given ttl by a command sent at sent is to be taken
-// as gone: the TTL counts from before the command reached Redis, less a margin
+// as gone: the TTL counts from before the command reached the store, less a margin
 // for clock drift between this process and the server (1% of the TTL plus
-// 2 ms, as in Redlock), so that Done closes before Redis frees the key.
+// 2 ms, as in Redlock), so that Done closes before the store frees the key.
 func validity(sent time.Time, ttl time.Duration) time.Time {
 	return sent.Add(validFor(ttl))
 }
@@ -103,7 +165,7 @@ func validFor(ttl time.Duration) time.Duration {
 // Name returns the lock name given to Acquire.
 func (l *Lease) Name() string { return l.name }
 
-// Key returns the Redis key that holds the lock.
+// Key returns the store key that holds the lock.
 func (l *Lease) Key() string { return l.key }
 
 // Token returns the lease's random value stored under Key: 128 bits or more
@@ -113,7 +175,7 @@ func (l *Lease) Token() string { return l.token }
 
 // Fence returns the lease's fencing token (WithFencing), or 0 where fencing
 // is off. Tokens are strictly increasing per name: a lease acquired after
-// another one of the same name (or handed the hold by Handoff) has a higher
+// another one of the same name (or handed the hold locally) has a higher
 // token, in any process (see WithFencing for what Redis restarts and
 // failovers do to the counter). A nested lease has its outermost lease's
 // token.
@@ -124,7 +186,7 @@ func (l *Lease) Token() string { return l.token }
 // instead of overwriting its successor's work.
 func (l *Lease) Fence() int64 { return l.fence }
 
-// TTL returns the lifetime the lock was last given in Redis (at acquire or
+// TTL returns the lifetime the lock was last given in the store (at acquire or
 // Extend).
 func (l *Lease) TTL() time.Duration {
 	l = l.outer()
@@ -135,7 +197,7 @@ func (l *Lease) TTL() time.Duration {
 
 // ValidUntil returns until when the lease is safe to rely on unless extended:
 // the TTL counted from the moment the acquiring (or extending) command was
-// sent, less a margin for clock drift (1% of the TTL plus 2 ms). Redis frees
+// sent, less a margin for clock drift (1% of the TTL plus 2 ms). The store frees
 // the key a little later.
 func (l *Lease) ValidUntil() time.Time {
 	l = l.outer()
@@ -146,11 +208,11 @@ func (l *Lease) ValidUntil() time.Time {
 
 // Done returns a channel that is closed once the lease is released or lost:
 // when Release is called, when Extend finds the lock gone, or when the TTL runs
-// out (ValidUntil passes) without an Extend, a little before Redis frees the
+// out (ValidUntil passes) without an Extend, a little before the store frees the
 // key. Adapters cancel the request's context when it closes.
 //
 // With WithWatchdog, Done closes when a renewal finds the lock gone, or when
-// Redis stayed unreachable until less than one renewal interval of validity
+// the store stayed unreachable until less than one renewal interval of validity
 // was left (about a third of the TTL before the lock can expire): time for
 // the request to notice and stop before anyone else can take the name.
 //
@@ -162,8 +224,8 @@ func (l *Lease) Done() <-chan struct{} {
 	defer l.mu.Unlock()
 	if l.done == nil {
 		l.done = make(chan struct{})
-		if l.released || l.lost {
-			l.closeDoneLocked()
+		if l.state != stateHeld {
+			close(l.done)
 		} else {
 			l.expiry = time.AfterFunc(time.Until(l.validUntil), l.expire)
 		}
@@ -175,90 +237,138 @@ func (l *Lease) Done() <-chan struct{} {
 func (l *Lease) expire() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if left := time.Until(l.validUntil); left > 0 && !l.released && !l.lost {
+	if left := time.Until(l.validUntil); left > 0 && l.state == stateHeld {
 		l.expiry.Reset(left)
 		return
 	}
 	l.closeDoneLocked()
 }
 
+// closeDoneLocked closes Done (if it was asked for) and stops the watchdog.
 func (l *Lease) closeDoneLocked() {
 	if l.expiry != nil {
 		l.expiry.Stop()
 	}
 	l.watch.signal()
-	if l.done != nil && !l.doneClosed {
-		close(l.done)
-		l.doneClosed = true
+	if l.done != nil {
+		select {
+		case <-l.done:
+		default:
+			close(l.done)
+		}
 	}
 }
 
 // Lost reports whether the lease lost its lock before it was released or
-// handed off: the watchdog gave up renewing it, Extend found the key gone, or
-// its validity (ValidUntil) passed. Done is closed then. Telemetry handlers
-// and local-lock handlers check it at release time. A nested lease reports
-// its outermost lease's state.
+// handed over: the watchdog gave up renewing it, Extend found the key gone,
+// or its validity (ValidUntil) passed. Done is closed then. A nested lease
+// reports its outermost lease's state.
 func (l *Lease) Lost() bool {
 	l = l.outer()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.lost || (!l.released && !l.handedOff && !time.Now().Before(l.validUntil))
+	return l.loss != 0 || (l.state == stateHeld && !time.Now().Before(l.validUntil))
 }
 
-// errReleasePanicked is what Release reports after a handler panicked in it.
+// errReleasePanicked is what Release reports after a Handler panicked in it.
 var errReleasePanicked = errors.New("reqlock: release: the handler chain panicked")
 
-// Release deletes the lock if this lease still holds it, through the handler
-// chain. It never deletes a key that another holder has taken since: it
-// returns an error wrapping ErrNotHeld when the lock had expired, or
-// ErrStorage when Redis failed (the lock then expires on its TTL).
+// Release deletes the lock if this lease still holds it, through the
+// Handlers; or, with a local queue (WithLocalQueue) that has a waiter for the
+// name, hands the lock over to it without a store call. It never deletes a
+// key that another holder has taken since: it returns an error wrapping
+// ErrNotHeld when the lock had expired, or ErrStorage when the store failed
+// (the lock then expires on its TTL).
 //
 // Release works on a cancelled or expired context: it keeps ctx's values but
 // not its cancellation, and bounds the call with the Locker's I/O timeout, so
 // that `defer lease.Release(ctx)` in a handler whose request was abandoned
-// still frees the name. Release is idempotent: the chain runs once, and later
-// calls return the first call's result.
+// still frees the name. Release is idempotent: the Handlers run once, and
+// later calls return the first call's result.
 //
 // With a client that retries failed commands (go-redis's MaxRetries), a
 // release whose reply was lost may be sent again and report ErrNotHeld
 // although its first transmission deleted the key; either way the key is no
 // longer this lease's.
 //
-// Releasing a nested lease (see Locker.Acquire) releases nothing in Redis and
-// runs no handler: the name stays held until its outermost lease is released.
+// Releasing a nested lease (see Locker.Acquire) releases nothing in the
+// store and runs no plugin: the name stays held until its outermost lease is
+// released.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil {
 		return fmt.Errorf("%w: release of a nil lease", ErrNotHeld)
 	}
 	if l.parent != nil {
 		l.mu.Lock()
-		l.released = true
+		l.state = stateReleased
 		l.mu.Unlock()
 		return nil
 	}
 	l.releaseOnce.Do(func() {
 		l.stopWatchdog() // no renewal races the release
-		// Stays if a handler panics, so that later calls do not report success.
+		ctx := context.WithoutCancel(ctx)
+		start := time.Now()
+		l.mu.Lock()
+		before := l.outcomeLocked(start)
+		l.mu.Unlock()
+		// Stays if a Handler panics, so that later calls do not report success.
 		l.releaseErr = errReleasePanicked
 		defer func() {
 			l.mu.Lock()
-			l.released = true
+			if l.state == stateHeld || l.state == stateLost {
+				l.state = stateReleased
+			}
+			passed := l.state == statePassing || l.state == stateHandedOff
 			l.closeDoneLocked()
 			l.mu.Unlock()
+			l.observeRelease(ctx, start, before, passed, l.releaseErr)
 		}()
-		l.releaseErr = l.locker.release(context.WithoutCancel(ctx), l)
+		l.releaseErr = l.locker.release(ctx, l)
 	})
 	return l.releaseErr
 }
 
-// Extend resets the lock's lifetime in Redis to ttl from now, if this lease
-// still holds it (compare-and-extend). It returns an error wrapping ErrNotHeld
-// when the lease was released or the lock had expired, in which case Done is
-// closed; ErrStorage when Redis failed; the context's error when ctx ended.
-// ttl is rounded up to whole milliseconds and must be between 1 ms and
-// MaxTTL. Calls of Extend on one lease run one at a time. Extending a nested
-// lease extends its outermost lease. With WithWatchdog, later renewals use
-// ttl, and the next one is timed from this Extend.
+// outcomeLocked is how the lease stands at a release that starts at start:
+// OutcomeReleased, or the way it was lost.
+func (l *Lease) outcomeLocked(start time.Time) Outcome {
+	switch {
+	case l.loss != 0:
+		return l.loss
+	case !start.Before(l.validUntil):
+		return OutcomeExpired
+	}
+	return OutcomeReleased
+}
+
+// observeRelease tells the lease's observers how it ended.
+func (l *Lease) observeRelease(ctx context.Context, start time.Time, before Outcome, passed bool, err error) {
+	if len(l.observers) == 0 {
+		return
+	}
+	outcome := before
+	switch {
+	case errors.Is(err, errReleasePanicked):
+		outcome = OutcomeError
+	case before.Lost():
+	case passed:
+		outcome = OutcomeHandedOff
+	case err != nil:
+		outcome = Classify(err)
+	}
+	e := ReleaseEvent{Lease: l, Start: start, End: time.Now(), Outcome: outcome, Err: err}
+	for _, o := range l.observers {
+		o.ObserveRelease(ctx, e)
+	}
+}
+
+// Extend resets the lock's lifetime in the store to ttl from now, if this
+// lease still holds it (compare-and-extend). It returns an error wrapping
+// ErrNotHeld when the lease was released or the lock had expired, in which
+// case Done is closed; ErrStorage when the store failed; the context's error
+// when ctx ended. ttl is rounded up to whole milliseconds and must be between
+// 1 ms and MaxTTL. Calls of Extend on one lease run one at a time. Extending
+// a nested lease extends its outermost lease. With WithWatchdog, later
+// renewals use ttl, and the next one is timed from this Extend.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	ttl, err := checkTTL(ttl, "Extend")
 	if err != nil {
@@ -266,7 +376,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	if l.parent != nil {
 		l.mu.Lock()
-		released := l.released
+		released := l.state == stateReleased
 		l.mu.Unlock()
 		if released {
 			return fmt.Errorf("%w: extend %q: the nested lease was released", ErrNotHeld, l.name)
@@ -285,7 +395,7 @@ func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 	l.extendMu.Lock()
 	defer l.extendMu.Unlock()
 	l.mu.Lock()
-	gone := l.released || l.lost || l.handedOff
+	gone := l.state != stateHeld
 	l.mu.Unlock()
 	if gone {
 		return fmt.Errorf("%w: extend %q: the lease was released or lost", ErrNotHeld, l.name)
@@ -293,45 +403,25 @@ func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 	ioCtx, cancel := context.WithTimeout(ctx, l.locker.cfg.ioTimeout)
 	defer cancel()
 	sent := time.Now()
-	ok, _, err := l.locker.store.extend(ioCtx, l.key, l.token, ttl, false)
+	ok, _, err := l.locker.store.Extend(ioCtx, l.key, l.token, ttl, false)
 	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
+		if cerr := callerErr(ctx); cerr != nil {
 			return cerr
 		}
 		return l.locker.storageErr("extend", l.name, err)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if !ok {
-		l.lost = true
-		l.closeDoneLocked()
+		l.lose(OutcomeNotHeld)
 		return fmt.Errorf("%w: extend %q: the lock had expired", ErrNotHeld, l.name)
 	}
-	if !l.released {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == stateHeld {
 		l.ttl = ttl
 		l.validUntil = validity(sent, ttl)
-		if l.expiry != nil && !l.doneClosed {
+		if l.expiry != nil {
 			l.expiry.Reset(time.Until(l.validUntil))
 		}
 	}
 	return nil
-}
-
-// SetValue attaches a value to the lease under key, for handlers that need
-// per-lease state between Acquire and Release (a local lock taken, a span
-// started). Use an unexported key type, as with context.WithValue.
-func (l *Lease) SetValue(key, value any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.values == nil {
-		l.values = make(map[any]any, 1)
-	}
-	l.values[key] = value
-}
-
-// Value returns the value attached under key with SetValue, or nil.
-func (l *Lease) Value(key any) any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.values[key]
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	mrand "math/rand/v2"
 	"os"
 	"reflect"
@@ -14,19 +16,508 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Locker acquires named locks in Redis. It is safe for concurrent use; build
-// one per process and share it. With WithNotify, Close it when done.
+// Locker acquires named locks in a Store. It is safe for concurrent use;
+// build one per process and share it. Close it when done.
+//
+// One Acquire goes through this file from top to bottom: Acquire checks its
+// arguments, resolves TTL and wait (resolve, in call.go), runs the Handlers
+// (chain), whose innermost link takes the local turn (LocalQueue) and then
+// the lock (take: a hand-over from the previous local holder, or spin
+// against the Store), and tells the Observers. Lease.Release (lease.go) goes
+// back the same way: Handlers, then unlock (a local hand-over, or the
+// Store's compare-and-delete, then the end of the local turn), then the
+// Observers.
 type Locker struct {
-	cfg     config
-	err     error
-	store   store
-	notify  *notifier             // WithNotify; nil otherwise
-	reload  func(context.Context) // a cluster client's ReloadState; nil otherwise
-	acquire AcquireFunc           // the handler chain around spin
-	release ReleaseFunc           // the handler chain around unlock
-	// bg runs the Redis calls left to the background (clean-ups, Redlock
-	// nodes slower than the outcome), each bounded by its deadline.
-	bg background
+	cfg    config
+	err    error
+	store  Store
+	owned  bool     // built by New or NewRedlock: Close closes the store
+	notify Notifier // WithNotify on a store that can push; nil otherwise
+	// acquire and release are the Handler chain around take and unlock,
+	// composed once when the Locker is built.
+	acquire func(context.Context, *Request) error
+	release ReleaseFunc
+}
+
+// New returns a Locker that keeps its locks in the Redis deployment behind
+// client: a *redis.Client, a Sentinel failover client
+// (redis.NewFailoverClient) or a *redis.ClusterClient (see NewRedisStore). It
+// is NewWithStore(NewRedisStore(client), opts...), and its Close also closes
+// that store (not the client).
+//
+// New does no I/O and never panics. Invalid options (a negative wait, a TTL
+// under 1 ms, a nil client...) are reported by Err and by every Acquire, as
+// errors wrapping ErrInvalidOption; check Err once at start-up. A client
+// without ContextTimeoutEnabled gets a warning in the default slog logger:
+// the I/O timeout cannot cut its blocked reads.
+func New(client redis.UniversalClient, opts ...Option) *Locker {
+	var err error
+	if client == nil || isNilPointer(client) {
+		err = fmt.Errorf("%w: New: the Redis client is nil", ErrInvalidOption)
+	}
+	return newLocker(NewRedisStore(client), true, err, []redis.UniversalClient{client}, opts)
+}
+
+// NewWithStore returns a Locker that keeps its locks in s. The Locker does
+// not close s: close it after the Lockers that use it, if it has a Close
+// method. Like New, it does no I/O, never panics and reports invalid options
+// and a nil store through Err.
+func NewWithStore(s Store, opts ...Option) *Locker {
+	var err error
+	if s == nil || isNilPointer(s) {
+		err = fmt.Errorf("%w: NewWithStore: the store is nil", ErrInvalidOption)
+	}
+	return newLocker(s, false, err, nil, opts)
+}
+
+// configurable is a store of this package that takes Locker settings (I/O
+// timeout, notify linger).
+type configurable interface{ configure(*config) }
+
+func (s *redisStore) configure(cfg *config) {
+	s.setLinger(cfg.notifyLinger)
+	s.ioTimeout.Store(int64(cfg.ioTimeout))
+}
+
+// newLocker builds a Locker on s; err reports bad arguments, clients are
+// checked for ContextTimeoutEnabled.
+func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, opts []Option) *Locker {
+	cfg := defaultConfig()
+	for i, opt := range opts {
+		if opt == nil {
+			cfg.errs = append(cfg.errs, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i))
+			continue
+		}
+		opt(&cfg)
+	}
+	err = errors.Join(err, cfg.validate())
+	if r, ok := s.(*redlockStore); ok && err == nil {
+		err = r.check(&cfg)
+	}
+	l := &Locker{cfg: cfg, err: err, store: s, owned: owned}
+	if err != nil {
+		return l
+	}
+	if c, ok := s.(configurable); ok {
+		c.configure(&l.cfg)
+	}
+	if n, ok := s.(Notifier); ok && cfg.notify {
+		n.Announce()
+		l.notify = n
+	}
+	warnContextTimeout(clients)
+	l.acquire, l.release = chain(cfg.handlers, l.take, l.unlock)
+	return l
+}
+
+// warnContextTimeout logs a warning for each client whose reads a context
+// deadline does not cut.
+func warnContextTimeout(clients []redis.UniversalClient) {
+	for i, c := range clients {
+		var enabled bool
+		switch c := c.(type) {
+		case *redis.Client:
+			enabled = c.Options().ContextTimeoutEnabled
+		case *redis.ClusterClient:
+			enabled = c.Options().ContextTimeoutEnabled
+		case *redis.Ring:
+			enabled = c.Options().ContextTimeoutEnabled
+		default:
+			continue
+		}
+		if !enabled {
+			slog.Warn("reqlock: the Redis client has ContextTimeoutEnabled off: the Locker's I/O timeout cannot cut a blocked read, the client's ReadTimeout bounds it instead; set ContextTimeoutEnabled: true in its options",
+				"client", i)
+		}
+	}
+}
+
+// Close ends what the Locker runs in the background. A Locker built by New or
+// NewRedlock also closes its store: the shared subscription of WithNotify,
+// and the store calls still running in the background (clean-ups of failed
+// attempts; with NewRedlock, calls of nodes that had not answered when an
+// operation's outcome was known), each within its deadline. It neither
+// releases nor ends leases. Close is idempotent and returns nil.
+func (l *Locker) Close() error {
+	if c, ok := l.store.(io.Closer); ok && l.owned {
+		return c.Close()
+	}
+	return nil
+}
+
+// isNilPointer reports a typed nil, such as a (*redis.Client)(nil), which
+// would otherwise pass the nil check and panic at the first Acquire.
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// Err reports the configuration error of the Locker, nil if it is usable.
+func (l *Locker) Err() error {
+	return l.err
+}
+
+// Acquire takes the lock called name and returns its Lease, which the caller
+// must Release. While another holder keeps the name, Acquire retries after a
+// random sleep (WithSpin) until the wait budget runs out, cut by the
+// context's deadline.
+//
+// The lock's TTL and the wait budget come from, strongest first:
+//
+//	TTL:   TTL(d)  > ContextWithTTL  > RouteTTL(d)  > WithTTL (the Locker's)
+//	wait:  Wait(d) > ContextWithWait > RouteWait(d) > WithWait (the Locker's)
+//
+// that is: what the call site says; then what code earlier in the request
+// put on the context; then the route's default (the adapters' WithTTL and
+// WithWait); then the Locker's.
+//
+// Errors keep their kind (see Classify):
+//   - ErrTimeout: the budget was spent while the name was held;
+//   - context.Canceled or context.DeadlineExceeded: ctx ended first;
+//   - ErrStorage: the store could not be reached or failed (returned when the
+//     failing call ends, bounded by the I/O timeout; not retried until the
+//     budget runs out);
+//   - ErrInvalidName, ErrInvalidOption: bad input; nothing was sent.
+//
+// A cancellation of ctx wakes a waiting Acquire at once; during a store call
+// it is seen when the call ends, within the I/O timeout.
+//
+// Acquire is reentrant through the context: when ctx carries (see
+// ContextWithLease) a lease of this Locker for the same name that is still
+// held, Acquire returns a nested lease at once, with no store call, no
+// plugin and no call option applied. Releasing the nested lease releases
+// nothing; the name is released when the outermost lease is. So a service
+// function can lock "order:42" whether or not the route's middleware
+// already did. Reentrancy goes by context, not by goroutine: goroutines that
+// share a context carrying the lease all get nested leases, and run at once.
+func (l *Locker) Acquire(ctx context.Context, name string, opts ...CallOption) (*Lease, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	key, err := l.Key(name)
+	if err != nil {
+		return nil, err
+	}
+	if outer := l.heldIn(ctx, key); outer != nil {
+		return nested(outer), nil
+	}
+	ttl, wait, route, err := l.resolve(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	deadline := now.Add(wait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	req := &Request{Name: name, Key: key, Route: route, TTL: ttl, Start: now, Deadline: deadline}
+	panicked := true
+	defer func() {
+		if panicked {
+			l.acquirePanicked(ctx, req)
+		}
+	}()
+	err = l.acquire(ctx, req)
+	panicked = false
+	lease := req.lease
+	switch {
+	case err != nil && lease != nil: // a Handler refused the lock next took
+		_ = lease.Release(ctx)
+		lease = nil
+	case err == nil && lease == nil:
+		err = errors.New("reqlock: a Handler returned without calling next")
+	}
+	l.observeAcquire(ctx, req, lease, err)
+	return lease, err
+}
+
+// errAcquirePanicked is the error the Observers see for an Acquire whose
+// Handler chain panicked.
+var errAcquirePanicked = errors.New("reqlock: acquire: the handler chain panicked")
+
+// acquirePanicked runs while a panic of the Handler chain goes up through
+// Acquire: a lock that the chain took before the panic has no holder, so it
+// is released (in the store and in the local queue), and the Observers see
+// the acquire fail with OutcomeError. The panic then goes on.
+func (l *Locker) acquirePanicked(ctx context.Context, req *Request) {
+	if lease := req.lease; lease != nil {
+		func() {
+			defer func() { _ = recover() }() // the Handler may panic again: the first panic goes on
+			_ = lease.Release(ctx)
+		}()
+	}
+	l.observeAcquire(ctx, req, nil, errAcquirePanicked)
+}
+
+// observeAcquire tells the Observers how an Acquire ended, and keeps the
+// LeaseObservers they return on the lease.
+func (l *Locker) observeAcquire(ctx context.Context, req *Request, lease *Lease, err error) {
+	if len(l.cfg.observers) == 0 {
+		return
+	}
+	e := AcquireEvent{
+		Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL,
+		Start: req.Start, End: time.Now(), Attempts: req.Attempts,
+		LocalWait: req.localWait, HandedOver: req.handedIn,
+		Outcome: Classify(err), Err: err, Lease: lease,
+	}
+	for _, o := range l.cfg.observers {
+		if lo := o.ObserveAcquire(ctx, e); lo != nil && lease != nil {
+			lease.observers = append(lease.observers, lo)
+		}
+	}
+}
+
+// chain composes the Handlers around take and unlock once, when the Locker
+// is built, so that a call allocates no closures. It holds the Handlers'
+// contract: a Request is acquired once, and a lease is released in the
+// store whether or not a Handler calls next.
+func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(context.Context, *Request) error, ReleaseFunc) {
+	acquire := func(ctx context.Context, req *Request) (*Lease, error) {
+		if req.nexted {
+			return nil, errors.New("reqlock: a Handler called next twice")
+		}
+		req.nexted = true
+		lease, err := take(ctx, req)
+		req.lease = lease
+		return lease, err
+	}
+	release := unlock
+	for i := len(handlers) - 1; i >= 0; i-- {
+		h, nextAcquire, nextRelease := handlers[i], acquire, release
+		acquire = func(ctx context.Context, req *Request) (*Lease, error) {
+			err := h.Acquire(ctx, req, nextAcquire)
+			return req.lease, err
+		}
+		release = func(ctx context.Context, lease *Lease) error {
+			return h.Release(ctx, lease, nextRelease)
+		}
+	}
+	outerRelease := release
+	release = func(ctx context.Context, lease *Lease) (err error) {
+		defer func() {
+			if !lease.unlocked.Load() { // a Handler did not call next, or panicked first
+				err = errors.Join(err, unlock(ctx, lease))
+			}
+		}()
+		return outerRelease(ctx, lease)
+	}
+	return func(ctx context.Context, req *Request) error {
+		_, err := acquire(ctx, req)
+		return err
+	}, release
+}
+
+// take is the innermost acquire link: the local turn (WithLocalQueue), then
+// the lock, handed over by the previous local holder or taken in the store.
+func (l *Locker) take(ctx context.Context, req *Request) (*Lease, error) {
+	ttl, err := checkTTL(req.TTL, "Request.TTL") // a Handler may have changed it
+	if err != nil {
+		return nil, err
+	}
+	req.TTL = ttl
+	if l.cfg.queue == nil {
+		return l.spin(ctx, req)
+	}
+	waitStart := time.Now()
+	turn, err := l.cfg.queue.Enter(ctx, req.Name, req.Key, req.Deadline)
+	req.localWait = time.Since(waitStart)
+	switch {
+	case errors.Is(err, ErrTimeout):
+		return nil, l.timeoutErr(ctx, req)
+	case err != nil:
+		return nil, err
+	case turn == nil:
+		return l.spin(ctx, req)
+	}
+	taken := false
+	defer func() {
+		if !taken { // failed, or the store panicked: the next waiter may go
+			turn.Leave()
+		}
+	}()
+	var lease *Lease
+	if prev := turn.Passed(); prev != nil {
+		lease, err = l.takeOver(ctx, req, prev)
+		req.handedIn = lease != nil
+	}
+	if lease == nil && err == nil {
+		lease, err = l.spin(ctx, req)
+	}
+	if err != nil {
+		return nil, err
+	}
+	taken = true
+	lease.turn = turn
+	return lease, nil
+}
+
+// takeOver takes the lock of prev, handed over by its holder through the
+// local queue, for req; nil and no error when prev can no longer be handed
+// over (lost, or another Locker's), in which case the caller acquires in the
+// store.
+func (l *Locker) takeOver(ctx context.Context, req *Request, prev *Lease) (*Lease, error) {
+	if prev.locker != l {
+		// A queue shared by two Lockers passed another Locker's lease: that
+		// Locker's store and settings govern it, so release it there.
+		_ = prev.locker.unlockStore(ctx, prev)
+		return nil, nil
+	}
+	lease, err := prev.handoff(ctx, req.Name, req.TTL)
+	if errors.Is(err, ErrNotHeld) {
+		return nil, nil
+	}
+	return lease, err
+}
+
+// spin is the pull-mode loop: try the store; when another holder has the
+// name, sleep a random time (or until a release notice) and try again, until
+// the wait budget runs out.
+func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
+	var timer *time.Timer
+	var wake <-chan struct{} // WithNotify: the release notices of req.Key
+	stop := func() {}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		stop()
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		req.Attempts++
+		// A token of its own per attempt: the clean-up of a failed attempt
+		// that a store leaves to the background cannot touch a later one.
+		token := rand.Text() // 128 bits or more from crypto/rand
+		sent := time.Now()
+		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
+		ok, fence, err := l.store.TryAcquire(ioCtx, req.Key, token, req.TTL, l.cfg.fencing)
+		cancel()
+		if err != nil {
+			if cerr := callerErr(ctx); cerr != nil {
+				return nil, cerr
+			}
+			return nil, l.storageErr("acquire", req.Name, err)
+		}
+		if ok {
+			return l.newLease(req.Name, req.Key, token, fence, req.TTL, validity(sent, req.TTL)), nil
+		}
+		left := time.Until(req.Deadline)
+		if left <= 0 {
+			return nil, l.timeoutErr(ctx, req)
+		}
+		sleep := min(l.sleep(), left)
+		if timer == nil {
+			timer = time.NewTimer(sleep)
+			if l.notify != nil { // from the first failed attempt on
+				wake, stop = l.notify.Watch(req.Key)
+			}
+		} else {
+			timer.Reset(sleep)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+		case <-wake:
+			timer.Stop() // no stale tick after Stop since Go 1.23
+		}
+	}
+}
+
+// callerErr returns the caller's context error: ctx's error, or
+// context.DeadlineExceeded once ctx's deadline has passed even if its timer
+// has not fired yet (a store's own timers for the same deadline may fire
+// first, and its error must not hide the caller's deadline); nil otherwise.
+func callerErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// timeoutErr returns the error of a wait budget that is spent: the context's
+// error when it was the context's deadline that cut the budget, ErrTimeout
+// (wrapped with the name and the time waited) otherwise.
+func (l *Locker) timeoutErr(ctx context.Context, req *Request) error {
+	if err := callerErr(ctx); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w (name %q, waited %v, %d attempts)",
+		ErrTimeout, req.Name, time.Since(req.Start).Round(time.Millisecond), req.Attempts)
+}
+
+// sleep draws a duration in [spinMin, spinMin+spinRandom).
+func (l *Locker) sleep() time.Duration {
+	d := l.cfg.spinMin
+	if l.cfg.spinRandom > 0 {
+		d += time.Duration(mrand.Int64N(int64(l.cfg.spinRandom)))
+	}
+	return d
+}
+
+// unlock is the innermost release link: the lock goes to the next local
+// waiter if the local queue has one, else it is deleted in the store
+// (compare-and-delete) and the local turn ends: store first, so that the
+// next local waiter does not spin in vain.
+func (l *Locker) unlock(ctx context.Context, lease *Lease) error {
+	if !lease.unlocked.CompareAndSwap(false, true) || lease.handedOff() {
+		return nil // a Handler called next twice; or the lock is another lease's
+	}
+	turn := lease.turn
+	if turn == nil {
+		return l.unlockStore(ctx, lease)
+	}
+	if lease.beginPass() {
+		if turn.Pass(lease) {
+			return nil
+		}
+		lease.endPass()
+	}
+	defer turn.Leave() // also if the store call panics
+	return l.unlockStore(ctx, lease)
+}
+
+// unlockStore deletes the lease's lock in the store if it still holds it.
+func (l *Locker) unlockStore(ctx context.Context, lease *Lease) error {
+	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
+	defer cancel()
+	ok, err := l.store.Release(ioCtx, lease.key, lease.token)
+	if err != nil {
+		return l.storageErr("release", lease.name, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: release %q: the lock had expired", ErrNotHeld, lease.name)
+	}
+	return nil
+}
+
+// undo removes a lock that the Locker holds with no lease to release it
+// (a hand-over that failed, a lease its watchdog gave up), if it still holds
+// token; it is bounded by the I/O timeout.
+func (l *Locker) undo(ctx context.Context, key, token string) {
+	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
+	defer cancel()
+	_, _ = l.store.Release(ioCtx, key, token)
+}
+
+// storageErr wraps a store error in ErrStorage. A context deadline that fired
+// inside the store is our I/O timeout, not the caller's: it is reported as
+// such and not wrapped, so that errors.Is(err, context.DeadlineExceeded)
+// stays false for storage errors.
+func (l *Locker) storageErr(op, name string, err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %s %q: no reply within the I/O timeout of %v", ErrStorage, op, name, l.cfg.ioTimeout)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w: %s %q: no reply within the I/O timeout of %v: %w", ErrStorage, op, name, l.cfg.ioTimeout, err)
+	}
+	return fmt.Errorf("%w: %s %q: %w", ErrStorage, op, name, err)
 }
 
 // background runs goroutines that Close waits for. Unlike a sync.WaitGroup,
@@ -64,273 +555,4 @@ func (b *background) wait() {
 	for b.n > 0 {
 		b.idle.Wait()
 	}
-}
-
-// New returns a Locker that keeps its locks in the Redis deployment behind
-// client: a *redis.Client, a Sentinel failover client
-// (redis.NewFailoverClient) or a *redis.ClusterClient. A lock's key and its
-// companion keys (fence counter, release channel) share one hash tag, hence
-// one cluster slot.
-//
-// New does no I/O and never panics. Invalid options (a negative wait, a TTL
-// under 1 ms, a nil client...) are reported by Err and by every Acquire, as
-// errors wrapping ErrInvalidOption; check Err once at start-up.
-func New(client redis.UniversalClient, opts ...Option) *Locker {
-	var err error
-	if client == nil || isNilPointer(client) {
-		err = fmt.Errorf("%w: New: the Redis client is nil", ErrInvalidOption)
-	}
-	return newLocker([]redis.UniversalClient{client}, err, opts)
-}
-
-// newLocker builds a Locker on one deployment (New) or on several
-// independent ones (NewRedlock); err reports bad clients.
-func newLocker(clients []redis.UniversalClient, err error, opts []Option) *Locker {
-	cfg := defaultConfig()
-	for i, opt := range opts {
-		if opt == nil {
-			cfg.errs = append(cfg.errs, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i))
-			continue
-		}
-		opt(&cfg)
-	}
-	err = errors.Join(err, cfg.validate())
-	l := &Locker{cfg: cfg, err: err}
-	if len(clients) == 1 {
-		l.store = newRedisStore(clients[0], &l.cfg)
-		if c, ok := clients[0].(interface{ ReloadState(context.Context) }); ok && err == nil {
-			l.reload = c.ReloadState
-		}
-	} else {
-		l.store = newRedlockStore(clients, &l.cfg, &l.bg)
-	}
-	if cfg.notify && err == nil {
-		l.notify = newNotifier(clients, cfg.ioTimeout, cfg.notifyLinger)
-	}
-	l.acquire, l.release = chain(cfg.handlers, l.spin, l.unlock)
-	return l
-}
-
-// Close ends what the Locker runs in the background: the shared subscription
-// of WithNotify and its goroutines; and it waits for the Redis calls still
-// running in the background to end, each within its deadline (the I/O
-// timeout, or the client's read timeout where it does not honour context
-// deadlines): clean-ups of failed attempts, and with NewRedlock the calls
-// of nodes that had not answered when an operation's outcome was known. It
-// neither releases nor ends leases; Acquires after Close still work, waiting
-// on their random sleep alone. Close is idempotent and returns nil.
-func (l *Locker) Close() error {
-	l.notify.close()
-	l.bg.wait()
-	return nil
-}
-
-// isNilPointer reports a typed nil, such as a (*redis.Client)(nil), which
-// would otherwise pass the nil check and panic at the first Acquire.
-func isNilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
-}
-
-// Err reports the configuration error of the Locker, nil if it is usable.
-func (l *Locker) Err() error {
-	return l.err
-}
-
-// Acquire takes the lock called name and returns its Lease, which the caller
-// must Release. While another holder keeps the name, Acquire retries after a
-// random sleep (WithSpin) until the wait budget runs out (WithWait, cut by the
-// context's deadline).
-//
-// Errors keep their kind:
-//   - ErrTimeout: the budget was spent while the name was held;
-//   - context.Canceled or context.DeadlineExceeded: ctx ended first;
-//   - ErrStorage: Redis could not be reached or failed (returned when the
-//     failing call ends, bounded by the I/O timeout; not retried until the
-//     budget runs out);
-//   - ErrInvalidName, ErrInvalidOption: bad input; nothing was sent to Redis.
-//
-// A cancellation of ctx wakes a waiting Acquire at once; during a Redis call
-// it is seen when the call ends, within the I/O timeout.
-//
-// The lock lives for the Locker's TTL, or for the one set on ctx with
-// ContextWithTTL; the wait budget is the Locker's, or the one set on ctx with
-// ContextWithWait.
-//
-// Acquire is reentrant through the context: when ctx carries (see
-// ContextWithLease) a lease of this Locker for the same name that is still
-// held, Acquire returns a nested lease at once, with no Redis call and no
-// handler. Releasing the nested lease releases nothing; the name is released
-// when the outermost lease is. So a service function can lock "order:42"
-// whether or not the route's middleware already did. Reentrancy goes by
-// context, not by goroutine: goroutines that share a context carrying the
-// lease all get nested leases, and run at once.
-func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
-	if l.err != nil {
-		return nil, l.err
-	}
-	key, err := l.Key(name)
-	if err != nil {
-		return nil, err
-	}
-	if outer := l.heldIn(ctx, key); outer != nil {
-		return nested(outer), nil
-	}
-	ttl := l.cfg.ttl
-	if v, ok := TTLFromContext(ctx); ok {
-		if ttl, err = checkTTL(v, "ContextWithTTL"); err != nil {
-			return nil, err
-		}
-	}
-	wait := l.cfg.wait
-	if v, ok := WaitFromContext(ctx); ok {
-		if v < 0 {
-			return nil, fmt.Errorf("%w: ContextWithWait(%v): the wait budget must not be negative", ErrInvalidOption, v)
-		}
-		wait = v
-	}
-	now := time.Now()
-	deadline := now.Add(wait)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	req := &Request{Name: name, Key: key, Route: RouteFromContext(ctx), TTL: ttl, Start: now, Deadline: deadline}
-	lease, err := l.acquire(ctx, req)
-	switch {
-	case err != nil && lease != nil: // a handler broke the contract: do not leak the lock
-		_ = lease.Release(ctx)
-		return nil, err
-	case err == nil && lease == nil:
-		return nil, errors.New("reqlock: a handler returned neither a lease nor an error")
-	}
-	return lease, err
-}
-
-// spin is the innermost acquire link: the seed's pull-mode loop.
-func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
-	ttl, err := checkTTL(req.TTL, "Request.TTL") // a handler may have changed it
-	if err != nil {
-		return nil, err
-	}
-	req.TTL = ttl
-	var timer *time.Timer
-	var wake *waiter // WithNotify: the release messages of req.Key
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-		l.notify.leave(wake)
-	}()
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		req.Attempts++
-		// A token of its own per attempt: the clean-up of a failed attempt
-		// that Redlock leaves to the background cannot touch a later one.
-		token := rand.Text() // 128 bits or more from crypto/rand
-		sent := time.Now()
-		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-		ok, fence, err := l.store.tryAcquire(ioCtx, req.Key, token, req.TTL)
-		cancel()
-		if err != nil {
-			cerr := ctx.Err()
-			if mayHaveApplied(err) {
-				if cerr != nil {
-					// The caller is gone: do not make it wait for the clean-up.
-					l.bg.run(func() { l.undo(ctx, req.Key, token) })
-				} else {
-					l.undo(ctx, req.Key, token)
-				}
-			}
-			if cerr != nil {
-				return nil, cerr
-			}
-			return nil, l.storageErr("acquire", req.Name, err)
-		}
-		if ok {
-			return l.newLease(req.Name, req.Key, token, fence, req.TTL, validity(sent, req.TTL)), nil
-		}
-		left := time.Until(req.Deadline)
-		if left <= 0 {
-			return nil, req.TimeoutErr(ctx)
-		}
-		sleep := min(l.sleep(), left)
-		if timer == nil {
-			timer = time.NewTimer(sleep)
-			wake = l.notify.join(req.Key) // from the first failed attempt on
-		} else {
-			timer.Reset(sleep)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timer.C:
-		case <-wake.C():
-			timer.Stop() // no stale tick after Stop since Go 1.23
-		}
-	}
-}
-
-// sleep draws a duration in [spinMin, spinMin+spinRandom).
-func (l *Locker) sleep() time.Duration {
-	d := l.cfg.spinMin
-	if l.cfg.spinRandom > 0 {
-		d += time.Duration(mrand.Int64N(int64(l.cfg.spinRandom)))
-	}
-	return d
-}
-
-// undo removes a key that a failed acquire may have set, if it holds token;
-// it is bounded by the I/O timeout.
-func (l *Locker) undo(ctx context.Context, key, token string) {
-	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
-	defer cancel()
-	_, _ = l.store.release(ioCtx, key, token)
-}
-
-// unlock is the innermost release link: compare-and-delete.
-func (l *Locker) unlock(ctx context.Context, lease *Lease) error {
-	lease.mu.Lock()
-	handedOff := lease.handedOff
-	lease.deleted = !handedOff
-	lease.mu.Unlock()
-	if handedOff {
-		return nil // the hold is another lease's now
-	}
-	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-	defer cancel()
-	ok, err := l.store.release(ioCtx, lease.key, lease.token)
-	if err != nil {
-		return l.storageErr("release", lease.name, err)
-	}
-	if !ok {
-		return fmt.Errorf("%w: release %q: the lock had expired", ErrNotHeld, lease.name)
-	}
-	return nil
-}
-
-// storageErr wraps a client error in ErrStorage. A context deadline that
-// fired inside the client is our I/O timeout, not the caller's: it is
-// reported as such and not wrapped, so that errors.Is(err,
-// context.DeadlineExceeded) stays false for storage errors.
-//
-// With a cluster client, a storage error also asks the client to reload the
-// cluster's topology in the background (go-redis deduplicates the reloads):
-// after a failover the dead master answers no MOVED, and go-redis would
-// otherwise keep sending to it until its periodic reload, a minute later.
-func (l *Locker) storageErr(op, name string, err error) error {
-	if l.reload != nil {
-		l.reload(context.Background())
-	}
-	var q *quorumError
-	switch {
-	case errors.As(err, &q):
-		return fmt.Errorf("%w: %s %q: %w", ErrStorage, op, name, err)
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		return fmt.Errorf("%w: %s %q: no reply within the I/O timeout of %v", ErrStorage, op, name, l.cfg.ioTimeout)
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Errorf("%w: %s %q: no reply within the I/O timeout of %v: %w", ErrStorage, op, name, l.cfg.ioTimeout, err)
-	}
-	return fmt.Errorf("%w: %s %q: %w", ErrStorage, op, name, err)
 }

@@ -234,9 +234,10 @@ func TestContextDeadlineCutsBudget(t *testing.T) {
 	holder := newEnv(t, nil)
 	var budgetEnd time.Time
 	waiter := newEnv(t, nil, core.WithWait(time.Minute), core.WithHandlers(core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
 			budgetEnd = req.Deadline
-			return next(ctx, req)
+			_, err := next(ctx, req)
+			return err
 		},
 	}))
 	hold(t, holder, name)
@@ -573,12 +574,11 @@ func TestOptionValidation(t *testing.T) {
 }
 
 type logHandler struct {
-	tag string
-	log *[]string
-	mu  *sync.Mutex
+	tag   string
+	log   *[]string
+	mu    *sync.Mutex
+	state *sync.Map // per lease, from acquire to release
 }
-
-type tagKey string
 
 func (h logHandler) add(s string) {
 	h.mu.Lock()
@@ -586,18 +586,19 @@ func (h logHandler) add(s string) {
 	h.mu.Unlock()
 }
 
-func (h logHandler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+func (h logHandler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
 	h.add(h.tag + ">acquire")
 	lease, err := next(ctx, req)
 	h.add(fmt.Sprintf("%s<acquire attempts=%d", h.tag, req.Attempts))
 	if lease != nil {
-		lease.SetValue(tagKey(h.tag), "state of "+h.tag)
+		h.state.Store(lease, "state of "+h.tag)
 	}
-	return lease, err
+	return err
 }
 
 func (h logHandler) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
-	h.add(fmt.Sprintf("%s>release %v", h.tag, lease.Value(tagKey(h.tag))))
+	state, _ := h.state.LoadAndDelete(lease)
+	h.add(fmt.Sprintf("%s>release %v", h.tag, state))
 	err := next(ctx, lease)
 	h.add(h.tag + "<release")
 	return err
@@ -607,7 +608,7 @@ func TestHandlerChainOrder(t *testing.T) {
 	name := uniq(t)
 	var log []string
 	mu := &sync.Mutex{}
-	e := newEnv(t, nil, core.WithHandlers(logHandler{"outer", &log, mu}), core.WithHandlers(logHandler{"inner", &log, mu}))
+	e := newEnv(t, nil, core.WithHandlers(logHandler{"outer", &log, mu, &sync.Map{}}), core.WithHandlers(logHandler{"inner", &log, mu, &sync.Map{}}))
 	ctx := context.Background()
 	lease, err := e.locker.Acquire(ctx, name)
 	if err != nil {
@@ -629,8 +630,8 @@ func TestHandlerMayRefuse(t *testing.T) {
 	name := uniq(t)
 	refused := errors.New("refused by policy")
 	e := newEnv(t, nil, core.WithHandlers(core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-			return nil, refused
+		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+			return refused
 		},
 	}))
 	if _, err := e.locker.Acquire(context.Background(), name); !errors.Is(err, refused) {
@@ -704,9 +705,9 @@ func TestHandlerContractViolations(t *testing.T) {
 	name := uniq(t)
 	both := errors.New("lease and error")
 	e := newEnv(t, nil, core.WithHandlers(core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-			lease, _ := next(ctx, req)
-			return lease, both
+		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+			_, _ = next(ctx, req)
+			return both
 		},
 	}))
 	ctx := context.Background()
@@ -741,9 +742,10 @@ func TestHandlerSetTTL(t *testing.T) {
 	name := uniq(t)
 	setTTL := func(ttl time.Duration) core.Option {
 		return core.WithHandlers(core.HandlerFuncs{
-			OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+			OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
 				req.TTL = ttl
-				return next(ctx, req)
+				_, err := next(ctx, req)
+				return err
 			},
 		})
 	}

@@ -100,3 +100,15 @@ func hold(t *testing.T, e *env, name string) *core.Lease {
 	t.Cleanup(func() { _ = lease.Release(context.Background()) })
 	return lease
 }
+
+// observerFunc is an Observer made of a function.
+type observerFunc func(core.AcquireEvent) core.LeaseObserver
+
+func (f observerFunc) ObserveAcquire(_ context.Context, e core.AcquireEvent) core.LeaseObserver {
+	return f(e)
+}
+
+// releaseFunc is a LeaseObserver made of a function.
+type releaseFunc func(core.ReleaseEvent)
+
+func (f releaseFunc) ObserveRelease(_ context.Context, e core.ReleaseEvent) { f(e) }

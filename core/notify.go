@@ -58,12 +58,13 @@ func newNotifier(clients []redis.UniversalClient, ioTimeout, linger time.Duratio
 
 // join registers a waiter for the release messages of key, starting the
 // subscription at the first call. It returns nil when notifications are off
-// or the Locker is closed; the caller then relies on its sleep alone.
-func (n *notifier) join(key string) *waiter {
+// or the store is closed; the caller then relies on its sleep alone. c
+// receives the signals (capacity 1; one pending signal is enough).
+func (n *notifier) join(key string, c chan struct{}) *waiter {
 	if n == nil {
 		return nil
 	}
-	w := &waiter{channel: channelOf(key), c: make(chan struct{}, 1)}
+	w := &waiter{channel: channelOf(key), c: c}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {

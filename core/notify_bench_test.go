@@ -61,10 +61,10 @@ func BenchmarkWakeUp(b *testing.B) {
 	for _, notify := range []bool{false, true} {
 		v := &variant{name: "spin", failed: make(chan struct{}, 1)}
 		opts := []core.Option{core.WithWait(10 * time.Second), core.WithHandlers(core.HandlerFuncs{
-			OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-				lease, err := next(ctx, req)
+			OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+				_, err := next(ctx, req)
 				v.attempts.Add(int64(req.Attempts))
-				return lease, err
+				return err
 			},
 		})}
 		if notify {

@@ -26,10 +26,10 @@ func TestNotifyWakesWaiterOnRelease(t *testing.T) {
 	srv := redistest.Start(t)
 	holder := newEnv(t, srv, core.WithNotify())
 	var attempts atomic.Int64
-	count := core.WithHandlers(core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-		lease, err := next(ctx, req)
+	count := core.WithHandlers(core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+		_, err := next(ctx, req)
 		attempts.Store(int64(req.Attempts))
-		return lease, err
+		return err
 	}})
 	waiter := newEnv(t, srv, append(notifyOpts, core.WithNotify(), count)...)
 	t.Cleanup(func() { _ = holder.locker.Close(); _ = waiter.locker.Close() })

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Defaults of a Locker built without options. They are those of the seed's
-// experiment: a lock lives 10 s unless released, a request waits at most 3 s
-// for it and sleeps 10–20 ms between attempts.
+// Defaults of a Locker built without options: a lock lives 10 s unless
+// released, a request waits at most 3 s for it and sleeps 10–20 ms between
+// attempts, and a store call gets 1 s.
 const (
 	DefaultTTL        = 10 * time.Second
 	DefaultWait       = 3 * time.Second
@@ -30,6 +30,8 @@ type config struct {
 	ioTimeout  time.Duration
 	prefix     string
 	handlers   []Handler
+	observers  []Observer
+	queue      LocalQueue
 	errs       []error
 
 	watchdog         bool
@@ -52,16 +54,17 @@ func defaultConfig() config {
 	}
 }
 
-// WithTTL sets how long a lock lives in Redis unless released first (the
-// seed's TTL, default 10 s). It must be at least 1 ms and at most MaxTTL, and
-// is rounded up to whole milliseconds. ContextWithTTL overrides it per request.
+// WithTTL sets how long a lock lives in the store unless released first
+// (default 10 s). It must be at least 1 ms and at most MaxTTL, and is rounded
+// up to whole milliseconds. A call's TTL, ContextWithTTL and a route's
+// RouteTTL override it (see Locker.Acquire).
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) { c.ttl = ttl }
 }
 
 // WithWait sets the wait budget: how long Acquire keeps trying while another
-// holder has the name (the seed's D, default 3 s). The context's deadline cuts
-// it further. Zero means a single attempt (try-lock). It must not be negative.
+// holder has the name (default 3 s). The context's deadline cuts it further;
+// a call's Wait, ContextWithWait and a route's RouteWait override it. Zero means a single attempt (try-lock). It must not be negative.
 func WithWait(wait time.Duration) Option {
 	return func(c *config) { c.wait = wait }
 }
@@ -91,18 +94,59 @@ func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }
 
-// WithHandlers appends handlers to the Locker's chain. The first handler is
-// the outermost: it sees an acquire first and a release first, like the first
-// of a list of HTTP middlewares. The Redis backend is always the innermost
-// link. Calling WithHandlers several times appends in order.
+// WithHandlers adds plugins to the Locker. Each goes to its slot (see
+// Handler): a LocalQueue (such as a hotspot.Guard) to the local-queue slot,
+// an Observer (such as a lockotel.Handler) to the observers, anything else
+// to the Handler chain, in the order given, outermost first. So the order
+// of WithHandlers options matters only among users' own Handlers. A nil
+// plugin, or a second LocalQueue, is an invalid option.
 func WithHandlers(handlers ...Handler) Option {
 	return func(c *config) {
 		for i, h := range handlers {
-			if h == nil {
+			switch p := h.(type) {
+			case nil:
 				c.errs = append(c.errs, fmt.Errorf("%w: WithHandlers: handler %d is nil", ErrInvalidOption, i))
+			case LocalQueue:
+				c.setQueue(p, "WithHandlers")
+			case Observer:
+				c.observers = append(c.observers, p)
+			default:
+				if isNilPointer(h) {
+					c.errs = append(c.errs, fmt.Errorf("%w: WithHandlers: handler %d is a nil %T", ErrInvalidOption, i, h))
+					continue
+				}
+				c.handlers = append(c.handlers, h)
+			}
+		}
+	}
+}
+
+// WithLocalQueue sets the Locker's local queue (see LocalQueue), such as a
+// hotspot.Guard. A Locker has at most one.
+func WithLocalQueue(q LocalQueue) Option {
+	return func(c *config) { c.setQueue(q, "WithLocalQueue") }
+}
+
+func (c *config) setQueue(q LocalQueue, source string) {
+	switch {
+	case q == nil || isNilPointer(q):
+		c.errs = append(c.errs, fmt.Errorf("%w: %s: the local queue is nil", ErrInvalidOption, source))
+	case c.queue != nil:
+		c.errs = append(c.errs, fmt.Errorf("%w: %s: a Locker has one local queue, and %T was set already", ErrInvalidOption, source, c.queue))
+	default:
+		c.queue = q
+	}
+}
+
+// WithObservers adds observers (see Observer), such as a lockotel.Handler.
+func WithObservers(observers ...Observer) Option {
+	return func(c *config) {
+		for i, o := range observers {
+			if o == nil || isNilPointer(o) {
+				c.errs = append(c.errs, fmt.Errorf("%w: WithObservers: observer %d is nil", ErrInvalidOption, i))
 				continue
 			}
-			c.handlers = append(c.handlers, h)
+			c.observers = append(c.observers, o)
 		}
 	}
 }

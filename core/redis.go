@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,39 +42,71 @@ var (
 	fenceFloorScript = redis.NewScript(fenceFloorLua)
 )
 
-// store is what the lock loop needs from a backend: one deployment
-// (redisStore) or several independent ones (redlockStore). The methods report
-// whether the key is (still) ours; err is a raw client error, or a
-// *quorumError from Redlock. fence is the fencing token where the call draws
-// one (0 otherwise).
-type store interface {
-	tryAcquire(ctx context.Context, key, token string, ttl time.Duration) (ok bool, fence int64, err error)
-	release(ctx context.Context, key, token string) (bool, error)
-	// extend resets the TTL of a key that still holds token; with newFence
-	// (and fencing on) it also draws a new fencing token.
-	extend(ctx context.Context, key, token string, ttl time.Duration, newFence bool) (ok bool, fence int64, err error)
-}
-
-// redisStore is the backend on one Redis deployment: a standalone server, a
+// redisStore is the Store on one Redis deployment: a standalone server, a
 // Sentinel-managed master or a Cluster, all behind redis.UniversalClient.
 type redisStore struct {
 	client redis.UniversalClient
 	// noSetGet is set once the server rejected SET ... NX GET (servers before
 	// Redis 7.0); acquires then run acquire.lua instead.
-	noSetGet *atomic.Bool
+	noSetGet atomic.Bool
 	// cached holds, per script, whether it ran on this deployment already
-	// (see run). The map is read-only; its values are shared by copies.
-	cached  map[*redis.Script]*atomic.Bool
-	fencing bool // WithFencing
-	notify  bool // WithNotify
+	// (see run). The map is read-only after NewRedisStore.
+	cached   map[*redis.Script]*atomic.Bool
+	announce atomic.Bool           // Notifier.Announce was called: releases publish
+	reload   func(context.Context) // a cluster client's ReloadState; nil otherwise
+
+	mu       sync.Mutex
+	notifier *notifier // made by the first Watch
+	linger   time.Duration
+	closed   bool
+	bg       background // undos left to the background
+	// ioTimeout bounds an undo (see TryAcquire): the I/O timeout of the
+	// Locker that configured the store, 0 for DefaultIOTimeout.
+	ioTimeout atomic.Int64
 }
 
-func newRedisStore(client redis.UniversalClient, cfg *config) redisStore {
-	cached := make(map[*redis.Script]*atomic.Bool)
+// NewRedisStore returns the Store on the Redis deployment behind client: a
+// *redis.Client, a Sentinel failover client (redis.NewFailoverClient) or a
+// *redis.ClusterClient. New(client, opts...) is NewWithStore(NewRedisStore(client), opts...),
+// except that a Locker built by New closes its store.
+//
+// Each call is one round trip: acquire is the native SET key token NX PX ttl
+// GET (Redis 7.0 and later; a script on older servers), release a
+// compare-and-delete script, extend a compare-and-extend script (scripts are
+// embedded .lua files, sent by EVAL once and by EVALSHA afterwards). A
+// lock's key and its companion keys (fence counter, release channel) share
+// one hash tag, hence one cluster slot. It implements Notifier (Redis
+// pub/sub, published by the release script) and FenceRaiser.
+//
+// Give the client ContextTimeoutEnabled (redis.Options,
+// redis.ClusterOptions, redis.FailoverOptions): without it go-redis does not
+// cut a blocked socket read at the context's deadline, and the Locker's I/O
+// timeout no longer bounds a call to a stalled server (the client's own read
+// timeout does). New and NewWithStore log a warning for such a client.
+//
+// A nil client makes every call fail; New and NewWithStore report it from
+// Err.
+func NewRedisStore(client redis.UniversalClient) Store {
+	s := &redisStore{client: client, cached: make(map[*redis.Script]*atomic.Bool), linger: DefaultNotifyLinger}
 	for _, sc := range []*redis.Script{acquireScript, acquireFencedScript, releaseScript, extendScript, extendFencedScript, fenceFloorScript} {
-		cached[sc] = new(atomic.Bool)
+		s.cached[sc] = new(atomic.Bool)
 	}
-	return redisStore{client: client, noSetGet: new(atomic.Bool), cached: cached, fencing: cfg.fencing, notify: cfg.notify}
+	if c, ok := client.(interface{ ReloadState(context.Context) }); ok && client != nil && !isNilPointer(client) {
+		s.reload = c.ReloadState
+	}
+	return s
+}
+
+// failed is called with every error of a call. With a cluster client it asks
+// the client to reload the cluster's topology in the background (go-redis
+// deduplicates the reloads): after a failover the dead master answers no
+// MOVED, and go-redis would otherwise keep sending to it until its periodic
+// reload, a minute later.
+func (s *redisStore) failed(err error) error {
+	if err != nil && err != redis.Nil && s.reload != nil {
+		s.reload(context.Background())
+	}
+	return err
 }
 
 // run runs a script in one round trip. Its first run on this deployment
@@ -83,7 +116,7 @@ func newRedisStore(client redis.UniversalClient, cfg *config) redisStore {
 // EVALSHA alone would make the first call of each script three round trips
 // (EVALSHA, NOSCRIPT, EVAL): the first renewal of a watchdog on a slow link
 // could then come too late.
-func (s redisStore) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (s *redisStore) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	seen := s.cached[sc]
 	if seen.Load() {
 		return sc.Run(ctx, s.client, keys, args...)
@@ -100,20 +133,47 @@ func (s redisStore) run(ctx context.Context, sc *redis.Script, keys []string, ar
 func fenceKey(key string) string  { return key + ":fence" }
 func channelOf(key string) string { return key + ":released" }
 
-// tryAcquire is the seed's addIfAbsent: SET key token NX PX ttl GET, one
-// native command. GET returns the value the key already had: none means the
-// key is now ours; our own token means that the client re-sent this attempt
-// after losing the reply of a transmission that did set the key, so it is
-// ours too, instead of a lock that waits for itself until its TTL ends, once
-// a compare-and-extend has given it the TTL of this attempt.
+// TryAcquire is Redis's documented single-instance lock: SET key token NX
+// PX ttl GET, one native command. GET returns the value the key already had:
+// none means the key is now ours; our own token means that the client
+// re-sent this attempt after losing the reply of a transmission that did set
+// the key, so it is ours too, instead of a lock that waits for itself until
+// its TTL ends, once a compare-and-extend has given it the TTL of this
+// attempt.
 //
 // A native command costs Redis, the resource every instance shares, a fifth
 // of the CPU of a script doing the same (about 2 µs against 9 µs per call on
 // Redis 7). Servers before Redis 7.0 reject NX with GET; for them the same
-// logic runs as acquire.lua. With fencing, acquire_fenced.lua does the same
+// logic runs as acquire.lua. With fenced, acquire_fenced.lua does the same
 // and increments the fence counter.
-func (s redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
-	if s.fencing {
+//
+// An attempt that fails after its command may have reached Redis is undone
+// (see mayHaveApplied), within the Locker's I/O timeout (DefaultIOTimeout
+// for a store no Locker configured) rather than what is left of the
+// attempt's context: a caller's deadline may have left the attempt a sliver
+// of time, too short to reach Redis again. The undo runs at once, or in the
+// background when the attempt's context has ended (cancelled, or past its
+// deadline), so that the caller does not wait for it.
+func (s *redisStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced)
+	if err != nil && mayHaveApplied(err) {
+		budget := s.undoTimeout()
+		undo := func() {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+			defer cancel()
+			_, _ = s.Release(uctx, key, token)
+		}
+		if ctx.Err() != nil {
+			s.bg.run(undo)
+		} else {
+			undo()
+		}
+	}
+	return ok, fence, s.failed(err)
+}
+
+func (s *redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	if fenced {
 		fence, err := s.run(ctx, acquireFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
 		return err == nil && fence > 0, fence, err
 	}
@@ -146,21 +206,27 @@ func isSyntaxError(err error) bool {
 	return errors.As(err, &reply) && strings.Contains(strings.ToLower(reply.Error()), "syntax error")
 }
 
-// release is the seed's compareAndDelete; with notify it also publishes on
-// the name's channel, in the same script.
-func (s redisStore) release(ctx context.Context, key, token string) (bool, error) {
+// Release is compare-and-delete (release.lua): the key is deleted only if it
+// holds token. Once Announce was called, the same script publishes on the
+// key's release channel.
+func (s *redisStore) Release(ctx context.Context, key, token string) (bool, error) {
 	args := []any{token}
-	if s.notify {
+	if s.announce.Load() {
 		args = append(args, channelOf(key))
 	}
 	n, err := s.run(ctx, releaseScript, []string{key}, args...).Int64()
-	return n == 1, err
+	return n == 1, s.failed(err)
 }
 
-// extend resets the TTL of a key that still holds token, and draws a new
-// fencing token when asked to and fencing is on.
-func (s redisStore) extend(ctx context.Context, key, token string, ttl time.Duration, newFence bool) (bool, int64, error) {
-	if newFence && s.fencing {
+// Extend is compare-and-extend (extend.lua), or with fenced
+// extend_fenced.lua, which also increments the fence counter.
+func (s *redisStore) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	ok, fence, err := s.extend(ctx, key, token, ttl, fenced)
+	return ok, fence, s.failed(err)
+}
+
+func (s *redisStore) extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	if fenced {
 		fence, err := s.run(ctx, extendFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
 		return err == nil && fence > 0, fence, err
 	}
@@ -168,11 +234,65 @@ func (s redisStore) extend(ctx context.Context, key, token string, ttl time.Dura
 	return n == 1, 0, err
 }
 
-// raiseFence sets the fence counter to at least fence if the key still holds
+// RaiseFence sets the fence counter to at least fence if the key still holds
 // token (Redlock's second phase, see fence_floor.lua).
-func (s redisStore) raiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
+func (s *redisStore) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
 	n, err := s.run(ctx, fenceFloorScript, []string{key, fenceKey(key)}, token, fence).Int64()
-	return n == 1, err
+	return n == 1, s.failed(err)
+}
+
+// Announce makes later releases publish on the key's channel.
+func (s *redisStore) Announce() { s.announce.Store(true) }
+
+// Watch subscribes to the release channel of key: one shared pub/sub
+// connection per store, subscribed to the channels that have waiters (or had
+// one within the linger, see WithNotifyLinger).
+func (s *redisStore) Watch(key string) (<-chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	return c, s.watchInto(key, c)
+}
+
+// watchInto signals c on a release of key until the returned stop is called;
+// Redlock shares one channel among its nodes.
+func (s *redisStore) watchInto(key string, c chan struct{}) (stop func()) {
+	s.mu.Lock()
+	if s.notifier == nil && !s.closed {
+		s.notifier = newNotifier([]redis.UniversalClient{s.client}, DefaultIOTimeout, s.linger)
+	}
+	n := s.notifier
+	s.mu.Unlock()
+	w := n.join(key, c)
+	return func() { n.leave(w) }
+}
+
+// setLinger sets how long a channel stays subscribed without waiters; the
+// Locker passes WithNotifyLinger before its first Watch.
+// undoTimeout returns the time an undo of a failed attempt may take.
+func (s *redisStore) undoTimeout() time.Duration {
+	if d := time.Duration(s.ioTimeout.Load()); d > 0 {
+		return d
+	}
+	return DefaultIOTimeout
+}
+
+func (s *redisStore) setLinger(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.notifier == nil {
+		s.linger = d
+	}
+}
+
+// Close ends the subscription of Watch and waits for the undos left to the
+// background, each bounded by its deadline. It does not close the client.
+func (s *redisStore) Close() error {
+	s.mu.Lock()
+	n := s.notifier
+	s.closed = true
+	s.mu.Unlock()
+	n.close()
+	s.bg.wait()
+	return nil
 }
 
 // mayHaveApplied reports whether a command that failed with err may still have
@@ -184,8 +304,7 @@ func (s redisStore) raiseFence(ctx context.Context, key, token string, fence int
 // compare-and-delete only deletes the attempt's own token; it costs a round
 // trip on a failure path only.
 func mayHaveApplied(err error) bool {
-	var q *quorumError // Redlock cleaned up after itself already
-	if errors.As(err, &q) || errors.Is(err, errSlowQuorum) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) {
+	if errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) {
 		return false
 	}
 	var op *net.OpError

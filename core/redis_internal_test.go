@@ -79,7 +79,8 @@ func TestTryAcquireIsRetrySafe(t *testing.T) {
 	client := srv.Client(t)
 	ctx := context.Background()
 	for _, mode := range []string{"native", "legacy", "fenced"} {
-		s := newRedisStore(client, &config{fencing: mode == "fenced"})
+		s := NewRedisStore(client).(*redisStore)
+		fenced := mode == "fenced"
 		s.noSetGet.Store(mode == "legacy")
 		key := "k:" + mode
 		var first int64
@@ -87,7 +88,7 @@ func TestTryAcquireIsRetrySafe(t *testing.T) {
 			token string
 			want  bool
 		}{{"t1", true}, {"t1", true}, {"t2", false}} {
-			got, fence, err := s.tryAcquire(ctx, key, tc.token, 5*time.Second)
+			got, fence, err := s.TryAcquire(ctx, key, tc.token, 5*time.Second, fenced)
 			if err != nil || got != tc.want {
 				t.Fatalf("%s step %d: tryAcquire(%s) = %v, %v; want %v", mode, i, tc.token, got, err, tc.want)
 			}
@@ -106,32 +107,32 @@ func TestTryAcquireIsRetrySafe(t *testing.T) {
 		if d := client.PTTL(ctx, key).Val(); d <= 4*time.Second || d > 5*time.Second {
 			t.Fatalf("%s: PTTL = %v, want just under 5s", mode, d)
 		}
-		if ok, err := s.release(ctx, key, "t2"); ok || err != nil {
+		if ok, err := s.Release(ctx, key, "t2"); ok || err != nil {
 			t.Fatalf("%s: release with a foreign token = %v, %v", mode, ok, err)
 		}
-		if ok, err := s.release(ctx, key, "t1"); !ok || err != nil {
+		if ok, err := s.Release(ctx, key, "t1"); !ok || err != nil {
 			t.Fatalf("%s: release = %v, %v", mode, ok, err)
 		}
-		if ok, _, err := s.extend(ctx, key, "t1", time.Second, true); ok || err != nil {
+		if ok, _, err := s.Extend(ctx, key, "t1", time.Second, fenced); ok || err != nil {
 			t.Fatalf("%s: extend after release = %v, %v", mode, ok, err)
 		}
 		if mode == "fenced" {
-			if ok, fence, err := s.tryAcquire(ctx, key, "t3", time.Second); !ok || err != nil || fence != 2 {
+			if ok, fence, err := s.TryAcquire(ctx, key, "t3", time.Second, fenced); !ok || err != nil || fence != 2 {
 				t.Fatalf("the next holder got %v, fence %d, %v; want fence 2", ok, fence, err)
 			}
-			if ok, fence, err := s.extend(ctx, key, "t3", time.Second, true); !ok || err != nil || fence != 3 {
+			if ok, fence, err := s.Extend(ctx, key, "t3", time.Second, fenced); !ok || err != nil || fence != 3 {
 				t.Fatalf("a fenced extend got %v, fence %d, %v; want fence 3", ok, fence, err)
 			}
-			if ok, fence, err := s.extend(ctx, key, "t3", time.Second, false); !ok || err != nil || fence != 0 {
+			if ok, fence, err := s.Extend(ctx, key, "t3", time.Second, false); !ok || err != nil || fence != 0 {
 				t.Fatalf("a plain extend got %v, fence %d, %v; want no new fence", ok, fence, err)
 			}
-			if ok, err := s.raiseFence(ctx, key, "t3", 10); !ok || err != nil || client.Get(ctx, fenceKey(key)).Val() != "10" {
+			if ok, err := s.RaiseFence(ctx, key, "t3", 10); !ok || err != nil || client.Get(ctx, fenceKey(key)).Val() != "10" {
 				t.Fatalf("raiseFence to 10: %v, %v, counter %s", ok, err, client.Get(ctx, fenceKey(key)).Val())
 			}
-			if ok, err := s.raiseFence(ctx, key, "t3", 4); !ok || err != nil || client.Get(ctx, fenceKey(key)).Val() != "10" {
+			if ok, err := s.RaiseFence(ctx, key, "t3", 4); !ok || err != nil || client.Get(ctx, fenceKey(key)).Val() != "10" {
 				t.Fatalf("raiseFence to a lower 4 lowered the counter: %v, %v", ok, err)
 			}
-			if ok, err := s.raiseFence(ctx, key, "t2", 20); ok || err != nil || client.Get(ctx, fenceKey(key)).Val() != "10" {
+			if ok, err := s.RaiseFence(ctx, key, "t2", 20); ok || err != nil || client.Get(ctx, fenceKey(key)).Val() != "10" {
 				t.Fatalf("raiseFence for a token that does not hold the lock: %v, %v", ok, err)
 			}
 			if ttl := client.TTL(ctx, fenceKey(key)).Val(); ttl != -1 {
@@ -150,11 +151,12 @@ func TestTryAcquireOfItsOwnKeyResetsTheTTL(t *testing.T) {
 	client := srv.Client(t)
 	ctx := context.Background()
 	for _, mode := range []string{"native", "legacy", "fenced"} {
-		s := newRedisStore(client, &config{fencing: mode == "fenced"})
+		s := NewRedisStore(client).(*redisStore)
+		fenced := mode == "fenced"
 		s.noSetGet.Store(mode == "legacy")
 		key := "own:" + mode
 		client.Set(ctx, key, "t1", 100*time.Millisecond)
-		ok, _, err := s.tryAcquire(ctx, key, "t1", 5*time.Second)
+		ok, _, err := s.TryAcquire(ctx, key, "t1", 5*time.Second, fenced)
 		if !ok || err != nil {
 			t.Fatalf("%s: tryAcquire of its own key = %v, %v", mode, ok, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -61,31 +62,100 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) *Locker {
 	if len(clients) == 0 {
 		errs = append(errs, fmt.Errorf("%w: NewRedlock: no clients", ErrInvalidOption))
 	}
+	stores := make([]Store, len(clients))
 	for i, c := range clients {
 		if c == nil || isNilPointer(c) {
 			errs = append(errs, fmt.Errorf("%w: NewRedlock: client %d is nil", ErrInvalidOption, i))
 		}
+		stores[i] = NewRedisStore(c)
 	}
-	return newLocker(clients, errors.Join(errs...), opts)
+	return newLocker(NewRedlockStore(stores...), true, errors.Join(errs...), clients, opts)
+}
+
+// NewRedlockStore returns a Store that keeps each lock on a majority of the
+// independent stores given (Redlock, see NewRedlock for the algorithm, its
+// guarantees and its limits): N/2+1 of them must take the key within the
+// lock's validity. NewRedlock(clients, opts...) is NewWithStore on the
+// Redlock store of NewRedisStore(client) for each client. With WithFencing,
+// every store must implement FenceRaiser. It implements Notifier when its
+// stores do. Close it after the Lockers that use it: it waits for the calls
+// of nodes left running in the background, and closes its stores.
+func NewRedlockStore(stores ...Store) Store {
+	return &redlockStore{nodes: stores, quorum: len(stores)/2 + 1, ioTimeout: DefaultIOTimeout}
 }
 
 // redlockStore runs every operation on a majority of independent nodes.
 type redlockStore struct {
-	nodes     []redisStore
+	nodes     []Store
 	quorum    int
-	fencing   bool
-	ioTimeout time.Duration
+	ioTimeout time.Duration // set by the Locker (WithIOTimeout)
 	// bg counts the node calls left running once an outcome was decided,
-	// and the clean-ups that wait for them; Locker.Close waits for them.
-	bg *background
+	// and the clean-ups that wait for them; Close waits for them.
+	bg background
 }
 
-func newRedlockStore(clients []redis.UniversalClient, cfg *config, bg *background) redlockStore {
-	nodes := make([]redisStore, len(clients))
-	for i, c := range clients {
-		nodes[i] = newRedisStore(c, cfg)
+// check reports what the nodes lack for cfg.
+func (r *redlockStore) check(cfg *config) error {
+	var errs []error
+	for i, n := range r.nodes {
+		if n == nil || isNilPointer(n) {
+			errs = append(errs, fmt.Errorf("%w: Redlock: store %d is nil", ErrInvalidOption, i))
+			continue
+		}
+		if _, ok := n.(FenceRaiser); cfg.fencing && !ok {
+			errs = append(errs, fmt.Errorf("%w: Redlock: WithFencing: store %d (%T) cannot raise a fence counter (FenceRaiser)", ErrInvalidOption, i, n))
+		}
 	}
-	return redlockStore{nodes: nodes, quorum: len(clients)/2 + 1, fencing: cfg.fencing, ioTimeout: cfg.ioTimeout, bg: bg}
+	return errors.Join(errs...)
+}
+
+// configure passes the Locker's settings on to the nodes.
+func (r *redlockStore) configure(cfg *config) {
+	r.ioTimeout = cfg.ioTimeout
+	for _, n := range r.nodes {
+		if c, ok := n.(configurable); ok {
+			c.configure(cfg)
+		}
+	}
+}
+
+// Announce makes every node announce its releases.
+func (r *redlockStore) Announce() {
+	for _, n := range r.nodes {
+		if nn, ok := n.(Notifier); ok {
+			nn.Announce()
+		}
+	}
+}
+
+// Watch watches key on every node that can push notices: a release seen by
+// any of them wakes the waiter.
+func (r *redlockStore) Watch(key string) (<-chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	var stops []func()
+	for _, n := range r.nodes {
+		if rs, ok := n.(*redisStore); ok {
+			stops = append(stops, rs.watchInto(key, c))
+		}
+	}
+	return c, func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+// Close waits for the node calls left in the background, then closes the
+// nodes that have a Close method.
+func (r *redlockStore) Close() error {
+	r.bg.wait()
+	var errs []error
+	for _, n := range r.nodes {
+		if c, ok := n.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // quorumError is the storage error of a Redlock operation for which too many
@@ -115,11 +185,11 @@ type nodeResult struct {
 	running *nodeCall
 }
 
-// mayHold reports whether the node may hold the key after the call: all but
-// those that answered that another holder has it, and those that failed
-// before sending anything.
+// mayHold reports whether the node may hold the key after the call: those
+// that took it, and those that had not answered. A node that failed has
+// removed what its attempt may have set itself (see Store.TryAcquire).
 func (r nodeResult) mayHold() bool {
-	return r.ok || r.running != nil || (r.err != nil && mayHaveApplied(r.err))
+	return r.ok || r.running != nil
 }
 
 // nodeCall is one node's call of a fanout; res is set when done is closed.
@@ -162,7 +232,7 @@ func tally(results []nodeResult) (ok, failed int, fence int64, errs error) {
 // calls go on in the background until ctx's deadline (they are not
 // cancelled with ctx, so that a release still reaches them), counted in
 // r.bg; their results are marked running.
-func (r redlockStore) fanout(ctx context.Context, op func(context.Context, redisStore) nodeResult) []nodeResult {
+func (r *redlockStore) fanout(ctx context.Context, op func(context.Context, Store) nodeResult) []nodeResult {
 	start := time.Now()
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -220,7 +290,7 @@ wait:
 
 // outcome turns a tally into the store's answer: ours with a quorum, a
 // quorumError when failures alone make a quorum impossible, not ours else.
-func (r redlockStore) outcome(ok, failed int, errs error) (bool, error) {
+func (r *redlockStore) outcome(ok, failed int, errs error) (bool, error) {
 	if ok >= r.quorum {
 		return true, nil
 	}
@@ -230,21 +300,21 @@ func (r redlockStore) outcome(ok, failed int, errs error) (bool, error) {
 	return false, nil
 }
 
-// tryAcquire is one Redlock attempt: acquire on every node, keep the lock if
-// a quorum holds it within its validity (and, with fencing, took the
+// TryAcquire is one Redlock attempt: acquire on every node, keep the lock if
+// a quorum holds it within its validity (and, with fenced, took the
 // quorum's highest token), release it everywhere otherwise.
-func (r redlockStore) tryAcquire(ctx context.Context, key, token string, ttl time.Duration) (bool, int64, error) {
+func (r *redlockStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	start := time.Now()
 	valid := validity(start, ttl)
 	vctx, cancel := context.WithDeadline(ctx, valid) // no node may take longer than the lock is worth
 	defer cancel()
-	results := r.fanout(vctx, func(ctx context.Context, n redisStore) nodeResult {
-		ok, fence, err := n.tryAcquire(ctx, key, token, ttl)
+	results := r.fanout(vctx, func(ctx context.Context, n Store) nodeResult {
+		ok, fence, err := n.TryAcquire(ctx, key, token, ttl, fenced)
 		return nodeResult{ok: ok, fence: fence, err: err}
 	})
 	ok, failed, fence, errs := tally(results)
 	held, err := r.outcome(ok, failed, errs)
-	if held && r.fencing {
+	if held && fenced {
 		held, err = r.raiseFence(vctx, key, token, fence)
 	}
 	if held, err = settle(vctx, held, err, valid); held {
@@ -289,9 +359,9 @@ func pastDeadline(ctx context.Context) bool {
 
 // raiseFence is the second phase of a fenced acquire or handoff: the quorum's
 // counters are raised to fence before the lease is handed out.
-func (r redlockStore) raiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
-	ok, failed, _, errs := tally(r.fanout(ctx, func(ctx context.Context, n redisStore) nodeResult {
-		ok, err := n.raiseFence(ctx, key, token, fence)
+func (r *redlockStore) raiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
+	ok, failed, _, errs := tally(r.fanout(ctx, func(ctx context.Context, n Store) nodeResult {
+		ok, err := n.(FenceRaiser).RaiseFence(ctx, key, token, fence)
 		return nodeResult{ok: ok, err: err}
 	}))
 	return r.outcome(ok, failed, errs)
@@ -305,12 +375,12 @@ func (r redlockStore) raiseFence(ctx context.Context, key, token string, fence i
 // overtake it, a node that had not answered. Every attempt has a token of
 // its own (see Locker.spin): a release in the background cannot delete the
 // key of a later attempt.
-func (r redlockStore) releaseAll(ctx context.Context, key, token string, results []nodeResult) {
+func (r *redlockStore) releaseAll(ctx context.Context, key, token string, results []nodeResult) {
 	ctx = context.WithoutCancel(ctx)
-	release := func(n redisStore) {
+	release := func(n Store) {
 		ctx, cancel := context.WithTimeout(ctx, r.ioTimeout)
 		defer cancel()
-		_, _ = n.release(ctx, key, token)
+		_, _ = n.Release(ctx, key, token)
 	}
 	var wg sync.WaitGroup
 	for i, n := range r.nodes {
@@ -338,12 +408,12 @@ func (r redlockStore) releaseAll(ctx context.Context, key, token string, results
 	wg.Wait()
 }
 
-// release deletes the key on every node. The lock was ours if a quorum held
+// Release deletes the key on every node. The lock was ours if a quorum held
 // it; with fewer, failed nodes may hide that it was (a quorumError), or it
 // had expired.
-func (r redlockStore) release(ctx context.Context, key, token string) (bool, error) {
-	ok, failed, _, errs := tally(r.fanout(ctx, func(ctx context.Context, n redisStore) nodeResult {
-		ok, err := n.release(ctx, key, token)
+func (r *redlockStore) Release(ctx context.Context, key, token string) (bool, error) {
+	ok, failed, _, errs := tally(r.fanout(ctx, func(ctx context.Context, n Store) nodeResult {
+		ok, err := n.Release(ctx, key, token)
 		return nodeResult{ok: ok, err: err}
 	}))
 	if ok < r.quorum && ok+failed >= r.quorum {
@@ -352,19 +422,19 @@ func (r redlockStore) release(ctx context.Context, key, token string) (bool, err
 	return ok >= r.quorum, nil
 }
 
-// extend resets the TTL on every node that holds token; the lease stays valid
+// Extend resets the TTL on every node that holds token; the lease stays valid
 // if a quorum did within the new validity.
-func (r redlockStore) extend(ctx context.Context, key, token string, ttl time.Duration, newFence bool) (bool, int64, error) {
+func (r *redlockStore) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	start := time.Now()
 	valid := validity(start, ttl)
 	vctx, cancel := context.WithDeadline(ctx, valid)
 	defer cancel()
-	ok, failed, fence, errs := tally(r.fanout(vctx, func(ctx context.Context, n redisStore) nodeResult {
-		ok, fence, err := n.extend(ctx, key, token, ttl, newFence)
+	ok, failed, fence, errs := tally(r.fanout(vctx, func(ctx context.Context, n Store) nodeResult {
+		ok, fence, err := n.Extend(ctx, key, token, ttl, fenced)
 		return nodeResult{ok: ok, fence: fence, err: err}
 	}))
 	held, err := r.outcome(ok, failed, errs)
-	if held && newFence && r.fencing {
+	if held && fenced {
 		held, err = r.raiseFence(vctx, key, token, fence)
 	}
 	if held, err = settle(vctx, held, err, valid); held {

@@ -157,10 +157,5 @@ func (l *Lease) untilRenewal() time.Duration {
 
 // giveUp marks a lease lost that the watchdog could not renew in time.
 func (l *Lease) giveUp() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.released && !l.handedOff {
-		l.lost = true
-		l.closeDoneLocked()
-	}
+	l.lose(OutcomeGaveUp)
 }

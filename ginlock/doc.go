@@ -16,7 +16,12 @@
 //     also when the request's own deadline passed while waiting;
 //   - no body at all (status 499 recorded for logs), when the client went
 //     away (its context was cancelled);
-//   - 500 for set-up mistakes (an invalid option, a nil Locker or Func).
+//   - 500, when the key Func fails otherwise (keyfunc reports a bad argument,
+//     such as keyfunc.Param(""), through the Func it returns).
+//
+// Other set-up mistakes — an invalid option, a nil Locker or Func, a Locker
+// whose Err is not nil — are not answered at all: New panics with an error
+// listing them, at start-up. Check returns that error instead.
 //
 // JSON errors have the form {"error": "..."}; every error is also attached to
 // the gin context (c.Error) for logging middleware. WithErrorHandler and
@@ -32,6 +37,19 @@
 // core.ContextWithWait set on the request context by an earlier middleware.
 // The wait bounds the waiting for another holder, not a Redis call, which
 // ends at the Locker's I/O timeout.
+//
+// # Where it goes
+//
+// Put it on the routes (or route groups) it locks, after the middleware that
+// authenticates or rate-limits and before the handler. gin has routed the
+// request before any middleware runs, so c.FullPath() and c.Param are known
+// even in r.Use. For a {field.X} key the middleware reads the JSON body
+// itself, up to WithMaxBody, and puts it back, so middleware and handlers
+// after it read the whole body as usual; middleware before it that reads the
+// body must put it back too. Bounding the time and size of a request body is
+// the server's job (http.Server's ReadTimeout, http.MaxBytesReader or a body
+// limit middleware): WithMaxBody only bounds what the middleware reads to
+// find the field.
 //
 // # The handler's side
 //
@@ -64,5 +82,5 @@
 // other holder would.
 //
 // The route template (c.FullPath()) labels the acquire for telemetry
-// (core.ContextWithRoute); lock names never do.
+// (core.Route); lock names never do.
 package ginlock

@@ -1,8 +1,7 @@
 package ginlock
 
 import (
-	"strconv"
-	"time"
+	"context"
 
 	"github.com/gin-gonic/gin"
 
@@ -13,69 +12,49 @@ import (
 
 // StatusClientClosedRequest is the status recorded, without a body, when the
 // client went away while the request waited for its lock (nginx's 499).
-const StatusClientClosedRequest = 499
+const StatusClientClosedRequest = adapter.StatusClientClosedRequest
 
 // New returns a gin middleware that locks the name key derives from each
 // request for the rest of the chain. See the package documentation for its
-// answers. An invalid option, a nil Locker or a nil key makes every request
-// fail with 500 and an error wrapping core.ErrInvalidOption; check the
-// Locker's own options with its Err at start-up.
+// answers.
+//
+// New panics, as regexp.MustCompile does, when the set-up is wrong: an
+// invalid option, a nil Locker or key, a Locker whose Err is not nil. The
+// panic value is Check's error, which lists every problem.
 func New(l *core.Locker, key keyfunc.Func, opts ...Option) gin.HandlerFunc {
-	cfg := &config{Config: adapter.Config{RetryAfter: adapter.DefaultRetryAfter}}
-	for i, opt := range opts {
-		if opt == nil {
-			cfg.Invalid("ginlock: option %d is nil", i)
-			continue
-		}
-		opt(cfg)
-	}
-	setupErr := cfg.Check("ginlock", l, key)
+	flow := adapter.Must(newFlow(l, key, opts))
 	return func(c *gin.Context) {
-		if cfg.skip != nil && cfg.skip(c) {
-			c.Next()
-			return
-		}
-		if setupErr != nil {
-			cfg.fail(c, setupErr)
-			return
-		}
-		src := &keyfunc.HTTPSource{Request: c.Request, Pattern: c.FullPath(), PathParam: c.Param, MaxBody: cfg.maxBody}
-		name, err := key(src)
-		if err != nil {
-			cfg.fail(c, err)
-			return
-		}
-		var ttl time.Duration
-		if cfg.ttlFunc != nil {
-			ttl = cfg.ttlFunc(c)
-		}
+		src := &keyfunc.HTTPSource{Request: c.Request, Pattern: c.FullPath(), PathParam: c.Param, MaxBody: flow.MaxBody()}
 		parent := c.Request.Context()
-		lease, err := cfg.Acquire(parent, l, name, c.FullPath(), ttl)
-		if err != nil {
-			if cfg.FailOpen && adapter.Classify(err) == adapter.Unavailable {
-				_ = c.Error(err)
-				if cfg.onFailOpen != nil {
-					cfg.onFailOpen(c, err)
-				}
-				c.Next()
-				return
-			}
-			cfg.fail(c, err)
-			return
-		}
-		ctx, stop := adapter.Hold(parent, lease)
-		c.Request = c.Request.WithContext(ctx)
-		defer func() { // also when a handler panics
-			stop()
+		flow.Serve(parent, c, src, func(ctx context.Context) {
+			c.Request = c.Request.WithContext(ctx)
 			// Middleware before this one gets its own context back, not the
-			// lease's, which is cancelled now.
-			c.Request = c.Request.WithContext(parent)
-			if err := lease.Release(ctx); err != nil {
-				_ = c.Error(err)
-			}
-		}()
-		c.Next()
+			// lease's, which is cancelled once the lock is released; also
+			// when a handler panics.
+			defer func() { c.Request = c.Request.WithContext(parent) }()
+			c.Next()
+		})
 	}
+}
+
+// Check reports what New would panic with: every invalid option, a nil
+// Locker or key, a Locker whose Err is not nil. The error is prefixed with
+// "ginlock:" and wraps core.ErrInvalidOption (and the Locker's error).
+func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
+	_, err := newFlow(l, key, opts)
+	return err
+}
+
+func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[*gin.Context], error) {
+	cfg := &config{}
+	adapter.Apply(cfg, &cfg.Config, opts)
+	return adapter.NewFlow("ginlock", l, key, &cfg.Config, adapter.Protocol[*gin.Context]{
+		Answer: answer,
+		// The chain is aborted before any answer, so that a custom handler
+		// cannot run it unlocked, whatever it does.
+		Refuse: func(c *gin.Context, err error) { c.Abort(); _ = c.Error(err) },
+		Note:   func(c *gin.Context, err error) { _ = c.Error(err) },
+	})
 }
 
 // Lease returns the lease the middleware holds for c's request, or nil.
@@ -83,29 +62,14 @@ func Lease(c *gin.Context) *core.Lease {
 	return core.LeaseFromContext(c.Request.Context())
 }
 
-// fail answers a request whose lock could not be taken, and aborts the
-// chain whatever a custom handler did: the handler must not run unlocked.
-func (cfg *config) fail(c *gin.Context, err error) {
-	defer c.Abort()
-	_ = c.Error(err)
-	kind := adapter.Classify(err)
-	switch {
-	case kind == adapter.Canceled:
-		c.AbortWithStatus(StatusClientClosedRequest)
-	case kind == adapter.Busy && cfg.onBusy != nil:
-		cfg.onBusy(c, err)
-	case cfg.onError != nil:
-		cfg.onError(c, err)
-	default:
-		cfg.answer(c, kind, err)
+// answer writes the default answer to a failure.
+func answer(c *gin.Context, f adapter.Failure) {
+	if f.RetryAfter != "" {
+		c.Header("Retry-After", f.RetryAfter)
 	}
-}
-
-// answer writes the default answer of a failure of kind.
-func (cfg *config) answer(c *gin.Context, kind adapter.Outcome, err error) {
-	status, msg := adapter.HTTPStatus(kind, err)
-	if kind == adapter.Busy {
-		c.Header("Retry-After", strconv.Itoa(cfg.RetryAfterSeconds()))
+	if f.Message == "" {
+		c.AbortWithStatus(f.Status)
+		return
 	}
-	c.AbortWithStatusJSON(status, gin.H{"error": msg})
+	c.AbortWithStatusJSON(f.Status, gin.H{"error": f.Message})
 }

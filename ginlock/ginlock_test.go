@@ -196,19 +196,57 @@ func TestClientGoneAbortsWithoutBody(t *testing.T) {
 	}
 }
 
-func TestInvalidSetupIs500(t *testing.T) {
+// TestInvalidSetupPanicsAtNew: a wrong set-up fails once, when the
+// middleware is built, with an error that names every problem; Check returns
+// it without panicking.
+func TestInvalidSetupPanicsAtNew(t *testing.T) {
 	e := adaptertest.NewEnv(t, nil)
-	for name, mw := range map[string]gin.HandlerFunc{
-		"negative wait": ginlock.New(e.Locker, orderKey, ginlock.WithWait(-1)),
-		"nil option":    ginlock.New(e.Locker, orderKey, nil),
-		"nil key":       ginlock.New(e.Locker, nil),
-		"nil locker":    ginlock.New(nil, orderKey),
-		"bad key func":  ginlock.New(e.Locker, keyfunc.Param("")),
+	broken := core.New(nil)
+	for name, tc := range map[string]struct {
+		l    *core.Locker
+		key  keyfunc.Func
+		opts []ginlock.Option
+		want []string
+	}{
+		"negative wait":   {e.Locker, orderKey, []ginlock.Option{ginlock.WithWait(-time.Second)}, []string{"WithWait(-1s)"}},
+		"nil option":      {e.Locker, orderKey, []ginlock.Option{nil}, []string{"option 0 is nil"}},
+		"nil key":         {e.Locker, nil, nil, []string{"key Func is nil"}},
+		"nil locker":      {nil, orderKey, nil, []string{"Locker is nil"}},
+		"broken locker":   {broken, orderKey, nil, []string{"Locker is unusable", "Redis client is nil"}},
+		"several at once": {nil, nil, []ginlock.Option{ginlock.WithTTL(-1), ginlock.WithSkip(nil), ginlock.WithMaxBody(0)}, []string{"Locker is nil", "key Func is nil", "WithTTL(-1ns)", "WithSkip: nil function", "WithMaxBody(0)"}},
 	} {
-		var ran atomic.Bool
-		if w := do(router(mw, func(c *gin.Context) { ran.Store(true) }), context.Background(), "/orders/1", ""); w.Code != http.StatusInternalServerError || ran.Load() {
-			t.Errorf("%s: status %d, handler ran %v", name, w.Code, ran.Load())
+		err := ginlock.Check(tc.l, tc.key, tc.opts...)
+		if !errors.Is(err, core.ErrInvalidOption) || !strings.HasPrefix(err.Error(), "ginlock: ") {
+			t.Errorf("%s: Check: %v, want a ginlock error wrapping ErrInvalidOption", name, err)
+			continue
 		}
+		for _, want := range tc.want {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q lacks %q", name, err, want)
+			}
+		}
+		func() {
+			defer func() {
+				if p, ok := recover().(error); !ok || p.Error() != err.Error() {
+					t.Errorf("%s: New panicked with %v, want %v", name, p, err)
+				}
+			}()
+			ginlock.New(tc.l, tc.key, tc.opts...)
+		}()
+	}
+	if err := ginlock.Check(e.Locker, orderKey, ginlock.WithWait(0), ginlock.WithTTL(time.Second)); err != nil {
+		t.Fatalf("a valid set-up: %v", err)
+	}
+}
+
+// TestBadKeyFuncIs500: a key Func that can only fail (keyfunc reports its
+// bad arguments through it) is a set-up mistake seen per request.
+func TestBadKeyFuncIs500(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	var ran atomic.Bool
+	w := do(router(ginlock.New(e.Locker, keyfunc.Param("")), func(c *gin.Context) { ran.Store(true) }), context.Background(), "/orders/1", "")
+	if w.Code != http.StatusInternalServerError || ran.Load() || errorBody(t, w) != "reqlock: internal error" {
+		t.Fatalf("status %d %s, handler ran %v", w.Code, w.Body, ran.Load())
 	}
 }
 
@@ -294,12 +332,8 @@ func TestLostLeaseCancelsRequestContext(t *testing.T) {
 }
 
 func TestTTLOptionsAndRouteLabel(t *testing.T) {
-	var routes sync.Map
-	label := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-		routes.Store(req.Route, true)
-		return next(ctx, req)
-	}}
-	e := adaptertest.NewEnv(t, nil, core.WithHandlers(label))
+	var routes adaptertest.Routes
+	e := adaptertest.NewEnv(t, nil, core.WithHandlers(routes.Handler()))
 	var pttl time.Duration
 	handler := func(c *gin.Context) { pttl = e.Client.PTTL(c, ginlock.Lease(c).Key()).Val() }
 	slow := ginlock.WithTTLFunc(func(c *gin.Context) time.Duration {
@@ -334,8 +368,8 @@ func TestTTLOptionsAndRouteLabel(t *testing.T) {
 			t.Errorf("%s (context TTL %v): status %d, PTTL %v, want in [%v, %v]", tc.path, tc.ctxTTL, w.Code, pttl, tc.min, tc.max)
 		}
 	}
-	if _, ok := routes.Load("/orders/:id"); !ok {
-		t.Fatal("Request.Route was not the route template")
+	if routes.Last() != "/orders/:id" {
+		t.Fatalf("Request.Route = %q, not the route template", routes.Last())
 	}
 }
 
@@ -389,14 +423,16 @@ func TestCustomHandlersNeverRunTheChainUnlocked(t *testing.T) {
 	id := adaptertest.Uniq(t)
 	e.Hold(t, "order:"+id)
 	answer := func(c *gin.Context, err error) { c.JSON(http.StatusTeapot, gin.H{"error": "custom"}) } // no c.Abort()
+	next := func(c *gin.Context, err error) { c.Status(http.StatusTeapot); c.Next() }                 // a mistake
 	for name, tc := range map[string]struct {
 		mw   gin.HandlerFunc
 		path string
 	}{
 		"busy handler":             {ginlock.New(e.Locker, orderKey, ginlock.WithWait(time.Millisecond), ginlock.WithBusyHandler(answer)), "/orders/" + id},
 		"error handler, busy":      {ginlock.New(e.Locker, orderKey, ginlock.WithWait(time.Millisecond), ginlock.WithErrorHandler(answer)), "/orders/" + id},
-		"error handler, bad key":   {ginlock.New(e.Locker, keyfunc.Header("X-Tenant"), ginlock.WithErrorHandler(answer)), "/orders/1"},
-		"error handler, bad setup": {ginlock.New(e.Locker, orderKey, ginlock.WithTTL(-1), ginlock.WithErrorHandler(answer)), "/orders/1"},
+		"error handler calls Next": {ginlock.New(e.Locker, orderKey, ginlock.WithWait(time.Millisecond), ginlock.WithErrorHandler(next)), "/orders/" + id},
+		"error handler, no tenant": {ginlock.New(e.Locker, keyfunc.Header("X-Tenant"), ginlock.WithErrorHandler(answer)), "/orders/1"},
+		"error handler, bad key":   {ginlock.New(e.Locker, keyfunc.Param(""), ginlock.WithErrorHandler(answer)), "/orders/1"},
 	} {
 		var ran atomic.Bool
 		w := do(router(tc.mw, func(c *gin.Context) { ran.Store(true) }), context.Background(), tc.path, "")

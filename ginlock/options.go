@@ -8,7 +8,8 @@ import (
 	"github.com/reqlock/reqlock/internal/adapter"
 )
 
-// Option configures the middleware.
+// Option configures the middleware. An invalid one makes New panic (see
+// Check).
 //
 // Per-request settings win over per-route ones, which win over the
 // Locker's. The TTL of a lock is WithTTLFunc's result when positive, else a
@@ -19,70 +20,47 @@ import (
 type Option func(*config)
 
 type config struct {
-	adapter.Config
-	ttlFunc    func(*gin.Context) time.Duration
-	onError    func(*gin.Context, error)
-	onBusy     func(*gin.Context, error)
-	onFailOpen func(*gin.Context, error)
-	skip       func(*gin.Context) bool
-	maxBody    int64
+	adapter.Config[*gin.Context]
 }
 
 // WithTTL sets the TTL of the locks this middleware takes (per route),
-// instead of the Locker's. A per-request TTL (WithTTLFunc, or
-// core.ContextWithTTL set by an earlier middleware) overrides it.
-func WithTTL(ttl time.Duration) Option {
-	return func(c *config) { c.TTL = ttl }
-}
+// instead of the Locker's; 0 keeps the Locker's. A per-request TTL
+// (WithTTLFunc, or core.ContextWithTTL set by an earlier middleware)
+// overrides it. A TTL outside [1ms, core.MaxTTL] is invalid.
+func WithTTL(ttl time.Duration) Option { return func(c *config) { c.SetTTL(ttl) } }
 
 // WithTTLFunc sets a per-request TTL: f's result when positive, else the
 // TTL on the request context (core.ContextWithTTL), WithTTL's or the
 // Locker's. Use it for requests known to be slow.
 func WithTTLFunc(f func(c *gin.Context) time.Duration) Option {
-	return func(c *config) {
-		if f == nil {
-			c.Invalid("ginlock: WithTTLFunc: nil function")
-		}
-		c.ttlFunc = f
-	}
+	return func(c *config) { c.SetTTLFunc(f) }
 }
 
 // WithWait sets the wait budget of this route, instead of the Locker's
 // (core.WithWait): how long a request waits for a busy name before it is
 // answered 409. It may be longer or shorter than the Locker's; 0 means one
-// attempt, no waiting. The request's deadline cuts it; a wait set on the
-// request context by an earlier middleware (core.ContextWithWait) overrides
-// it. It bounds the waiting for another holder only: a Redis call in flight
-// ends at the Locker's I/O timeout, so a stalled Redis is answered 503 (or
-// fails open), never 409.
-func WithWait(wait time.Duration) Option {
-	return func(c *config) { c.Wait, c.WaitSet = wait, true }
-}
+// attempt, no waiting; a negative wait is invalid. The request's deadline
+// cuts it; a wait set on the request context by an earlier middleware
+// (core.ContextWithWait) overrides it. It bounds the waiting for another
+// holder only: a Redis call in flight ends at the Locker's I/O timeout, so a
+// stalled Redis is answered 503 (or fails open), never 409.
+func WithWait(wait time.Duration) Option { return func(c *config) { c.SetWait(wait) } }
 
 // WithRetryAfter sets the Retry-After header of the default busy answer, in
 // whole seconds rounded up (default 1 s).
-func WithRetryAfter(d time.Duration) Option {
-	return func(c *config) { c.RetryAfter = d }
-}
+func WithRetryAfter(d time.Duration) Option { return func(c *config) { c.SetRetryAfter(d) } }
 
 // WithFailOpen runs the handler without a lock when Redis is unavailable
 // (core.ErrStorage only), instead of answering 503. The storage error is
 // attached to the gin context (c.Error), and Lease(c) returns nil. Choose it
 // only for routes where a duplicate run is cheaper than an outage.
-func WithFailOpen() Option {
-	return func(c *config) { c.FailOpen = true }
-}
+func WithFailOpen() Option { return func(c *config) { c.SetFailOpen() } }
 
 // WithFailOpenHook is WithFailOpen, and calls f with the storage error
 // before the handler runs unlocked, to log or count the requests that ran
 // without a lock. f must not write the response or abort the chain.
 func WithFailOpenHook(f func(c *gin.Context, err error)) Option {
-	return func(c *config) {
-		if f == nil {
-			c.Invalid("ginlock: WithFailOpenHook: nil function")
-		}
-		c.FailOpen, c.onFailOpen = true, f
-	}
+	return func(c *config) { c.SetFailOpenHook(f) }
 }
 
 // WithErrorHandler replaces the answers to every failure except a gone
@@ -91,44 +69,20 @@ func WithFailOpenHook(f func(c *gin.Context, err error)) Option {
 // its kind (keyfunc.ErrMissing, core.ErrTimeout, core.ErrStorage...). A busy
 // name goes to the busy handler if one is set.
 func WithErrorHandler(f func(c *gin.Context, err error)) Option {
-	return func(c *config) {
-		if f == nil {
-			c.Invalid("ginlock: WithErrorHandler: nil function")
-		}
-		c.onError = f
-	}
+	return func(c *config) { c.SetErrorHandler(f) }
 }
 
 // WithBusyHandler replaces the answer to a name that stayed busy for the
 // whole wait budget (err wraps core.ErrTimeout): f writes the response; the
 // chain is aborted whatever f does.
 func WithBusyHandler(f func(c *gin.Context, err error)) Option {
-	return func(c *config) {
-		if f == nil {
-			c.Invalid("ginlock: WithBusyHandler: nil function")
-		}
-		c.onBusy = f
-	}
+	return func(c *config) { c.SetBusyHandler(f) }
 }
 
 // WithSkip passes requests for which f returns true on to the handler
 // without a lock (say, GET requests on a route group).
-func WithSkip(f func(c *gin.Context) bool) Option {
-	return func(c *config) {
-		if f == nil {
-			c.Invalid("ginlock: WithSkip: nil function")
-		}
-		c.skip = f
-	}
-}
+func WithSkip(f func(c *gin.Context) bool) Option { return func(c *config) { c.SetSkip(f) } }
 
 // WithMaxBody bounds the body read to find a JSON field (default
 // keyfunc.DefaultMaxBody); a larger body is answered 400.
-func WithMaxBody(n int64) Option {
-	return func(c *config) {
-		if n <= 0 {
-			c.Invalid("ginlock: WithMaxBody(%d): must be positive", n)
-		}
-		c.maxBody = n
-	}
-}
+func WithMaxBody(n int64) Option { return func(c *config) { c.SetMaxBody(n) } }

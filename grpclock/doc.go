@@ -30,7 +30,13 @@
 //   - Canceled, DeadlineExceeded: the caller cancelled, or its deadline passed,
 //     while the call waited for its lock (a call that the server cancels at
 //     its deadline counts as DeadlineExceeded);
-//   - Internal: a set-up mistake (an invalid option, a bad field path).
+//   - Internal: a set-up mistake seen per call (a bad field path, a path
+//     parameter, a key Func that can only fail).
+//
+// Other set-up mistakes — an invalid option, a nil Locker or Func, a Locker
+// whose Err is not nil — make UnaryServerInterceptor and
+// StreamServerInterceptor panic at start-up with an error listing them;
+// Check returns that error instead.
 //
 // WithErrorHandler replaces this mapping; when it returns nil, the default
 // status is returned all the same: a failure to lock never runs the handler.
@@ -51,8 +57,10 @@
 // Acquire of the same name inside the handler is reentrant. Reentrancy goes
 // by context, not by goroutine: only code given the handler's context (or
 // one derived from it) shares the lease. The lock is released when the
-// handler returns, also when it panics. The method labels
-// the acquire for telemetry (core.ContextWithRoute); lock names never do.
+// handler returns, also when it panics. The method labels the acquire for
+// telemetry (core.Route); lock names never do. The request message is decoded
+// by gRPC before the interceptor runs (its size bounded by the server's
+// grpc.MaxRecvMsgSize): a {field.X} key reads it, never the wire.
 //
 // # Streams
 //

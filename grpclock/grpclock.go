@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,43 +14,32 @@ import (
 	"github.com/reqlock/reqlock/keyfunc"
 )
 
-// interceptor is what the unary and stream interceptors share.
-type interceptor struct {
-	cfg      *config
-	locker   *core.Locker
-	key      keyfunc.Func
-	setupErr error
-}
-
-func newInterceptor(l *core.Locker, key keyfunc.Func, opts []Option) *interceptor {
-	cfg := &config{}
-	for i, opt := range opts {
-		if opt == nil {
-			cfg.Invalid("grpclock: option %d is nil", i)
-			continue
-		}
-		opt(cfg)
-	}
-	return &interceptor{cfg: cfg, locker: l, key: key, setupErr: cfg.Check("grpclock", l, key)}
+// call is one call as the flow and the options' functions see it.
+type call struct {
+	ctx     context.Context
+	method  string
+	err     error // the status error the call is refused with
+	needMsg bool  // the key reads a message field: lock at the first message
 }
 
 // UnaryServerInterceptor returns an interceptor that locks the name key
 // derives from each call while the handler runs. See the package
-// documentation for names and status codes. An invalid option, a nil Locker
-// or a nil key makes every call fail with Internal.
+// documentation for names and status codes.
+//
+// It panics, as regexp.MustCompile does, when the set-up is wrong: an
+// invalid option, a nil Locker or key, a Locker whose Err is not nil. The
+// panic value is Check's error, which lists every problem.
 func UnaryServerInterceptor(l *core.Locker, key keyfunc.Func, opts ...Option) grpc.UnaryServerInterceptor {
-	in := newInterceptor(l, key, opts)
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		lease, err := in.lock(ctx, &source{ctx: ctx, method: info.FullMethod, msg: req})
-		if err != nil {
-			return nil, err
+	flow := adapter.Must(newFlow(l, key, opts))
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		c := &call{ctx: ctx, method: info.FullMethod}
+		flow.Serve(ctx, c, &source{ctx: ctx, method: info.FullMethod, msg: req}, func(ctx context.Context) {
+			resp, err = handler(ctx, req)
+		})
+		if c.err != nil {
+			return nil, c.err
 		}
-		if lease == nil { // fail-open
-			return handler(ctx, req)
-		}
-		ctx, stop := adapter.Hold(ctx, lease)
-		defer in.release(ctx, lease, stop) // also when the handler panics
-		return handler(ctx, req)
+		return resp, err
 	}
 }
 
@@ -59,89 +47,76 @@ func UnaryServerInterceptor(l *core.Locker, key keyfunc.Func, opts ...Option) gr
 // derives from each stream while the handler runs: from the method and
 // metadata before the handler starts, or, when key reads a message field,
 // from the first message the handler receives (see the package
-// documentation).
+// documentation). It panics on a wrong set-up, as UnaryServerInterceptor
+// does.
 func StreamServerInterceptor(l *core.Locker, key keyfunc.Func, opts ...Option) grpc.StreamServerInterceptor {
-	in := newInterceptor(l, key, opts)
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx := ss.Context()
-		lease, err := in.lock(ctx, &source{ctx: ctx, method: info.FullMethod, noMsg: true})
+	flow := adapter.Must(newFlow(l, key, opts))
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		c := &call{ctx: ss.Context(), method: info.FullMethod}
+		flow.Serve(c.ctx, c, &source{ctx: c.ctx, method: info.FullMethod, noMsg: true}, func(ctx context.Context) {
+			err = handler(srv, &stream{ServerStream: ss, ctx: ctx})
+		})
 		switch {
-		case errors.Is(err, errNeedMessage):
-			ls := newLazyStream(in, ss, info.FullMethod)
+		case c.needMsg:
+			ls := newLazyStream(flow, ss, info.FullMethod)
 			defer ls.end()
 			return handler(srv, ls)
-		case err != nil:
-			return err
-		case lease == nil: // fail-open
-			return handler(srv, ss)
+		case c.err != nil:
+			return c.err
 		}
-		ctx, stop := adapter.Hold(ctx, lease)
-		defer in.release(ctx, lease, stop)
-		return handler(srv, &stream{ServerStream: ss, ctx: ctx})
+		return err
 	}
 }
 
-// lock derives the name and takes it. It returns a nil lease and no error
-// when Redis is down and the interceptor fails open, and a status error on
-// failure.
-func (in *interceptor) lock(ctx context.Context, src *source) (*core.Lease, error) {
-	if in.setupErr != nil {
-		return nil, in.fail(ctx, in.setupErr)
-	}
-	name, err := in.key(src)
-	if err != nil {
-		if errors.Is(err, errNeedMessage) {
-			return nil, err
-		}
-		return nil, in.fail(ctx, err)
-	}
-	var ttl time.Duration
-	if in.cfg.ttlFunc != nil {
-		ttl = in.cfg.ttlFunc(ctx, src.method)
-	}
-	lease, err := in.cfg.Acquire(ctx, in.locker, name, src.method, ttl)
-	if err != nil {
-		if in.cfg.FailOpen && adapter.Classify(err) == adapter.Unavailable {
-			if in.cfg.onFailOpen != nil {
-				in.cfg.onFailOpen(ctx, err)
-			}
-			return nil, nil
-		}
-		return nil, in.fail(ctx, err)
-	}
-	return lease, nil
+// Check reports what the interceptors would panic with: every invalid
+// option, a nil Locker or key, a Locker whose Err is not nil. The error is
+// prefixed with "grpclock:" and wraps core.ErrInvalidOption (and the
+// Locker's error).
+func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
+	_, err := newFlow(l, key, opts)
+	return err
 }
 
-func (in *interceptor) release(ctx context.Context, lease *core.Lease, stop func()) {
-	stop()
-	_ = lease.Release(ctx) // on failure the lock expires with its TTL
+func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[*call], error) {
+	cfg := &config{}
+	adapter.Apply(cfg, &cfg.Config, opts)
+	return adapter.NewFlow("grpclock", l, key, &cfg.Config, adapter.Protocol[*call]{Answer: cfg.answer})
 }
 
-// fail returns the error a call fails with when its lock could not be taken:
-// never nil, which would run the handler unlocked.
-func (in *interceptor) fail(ctx context.Context, err error) error {
-	if in.cfg.onError != nil {
-		if e := in.cfg.onError(ctx, err); e != nil {
-			return e
+// answer sets the status a call fails with: WithErrorHandler's, else
+// ToStatus's. A stream whose key reads a message field is not refused: its
+// lock waits for the first message.
+func (cfg *config) answer(c *call, f adapter.Failure) {
+	if errors.Is(f.Err, errNeedMessage) {
+		c.needMsg = true
+		return
+	}
+	if cfg.onError != nil {
+		if c.err = cfg.onError(c.ctx, f.Err); c.err != nil {
+			return
 		}
 	}
-	return ToStatus(err)
+	c.err = toStatus(f.Outcome, f.Err)
 }
 
 // ToStatus maps a failure to lock a call to its default status error (see
 // the package documentation). Messages of codes other than InvalidArgument
 // are fixed, so that lock names and internal details stay out of responses.
 func ToStatus(err error) error {
-	switch adapter.Classify(err) {
-	case adapter.BadRequest:
+	return toStatus(adapter.Classify(err), err)
+}
+
+func toStatus(o core.Outcome, err error) error {
+	switch o {
+	case core.OutcomeBadRequest:
 		return status.Error(codes.InvalidArgument, err.Error())
-	case adapter.Busy:
+	case core.OutcomeBusy:
 		return status.Error(codes.Aborted, "reqlock: the resource is busy, retry later")
-	case adapter.Unavailable:
+	case core.OutcomeUnavailable:
 		return status.Error(codes.Unavailable, "reqlock: the lock service is unavailable")
-	case adapter.Canceled:
+	case core.OutcomeCanceled:
 		return status.Error(codes.Canceled, "reqlock: the call was cancelled while it waited for a lock")
-	case adapter.DeadlineOver:
+	case core.OutcomeDeadline:
 		return status.Error(codes.DeadlineExceeded, "reqlock: the call's deadline passed while it waited for a lock")
 	}
 	return status.Error(codes.Internal, "reqlock: internal error")
@@ -164,20 +139,21 @@ func (s *stream) Context() context.Context { return s.ctx }
 // lazyStream takes the lock at the first RecvMsg, from the first message.
 type lazyStream struct {
 	grpc.ServerStream
-	in     *interceptor
+	flow   *adapter.Flow[*call]
 	method string
 	ctx    *lazyCtx
 	cancel context.CancelCauseFunc
 
 	started bool  // the first RecvMsg ran (RecvMsg is not called concurrently)
 	err     error // the failure to lock, returned by every RecvMsg
+	call    *call
 	lease   *core.Lease
 	stop    func()
 }
 
-func newLazyStream(in *interceptor, ss grpc.ServerStream, method string) *lazyStream {
+func newLazyStream(flow *adapter.Flow[*call], ss grpc.ServerStream, method string) *lazyStream {
 	base, cancel := context.WithCancelCause(ss.Context())
-	return &lazyStream{ServerStream: ss, in: in, method: method, ctx: &lazyCtx{Context: base}, cancel: cancel}
+	return &lazyStream{ServerStream: ss, flow: flow, method: method, ctx: &lazyCtx{Context: base}, cancel: cancel}
 }
 
 func (s *lazyStream) Context() context.Context { return s.ctx }
@@ -190,13 +166,14 @@ func (s *lazyStream) RecvMsg(m any) error {
 		return err
 	}
 	s.started = true
-	lease, err := s.in.lock(s.ctx, &source{ctx: s.ctx, method: s.method, msg: m})
-	if err != nil {
-		s.err = err
-		return err
+	c := &call{ctx: s.ctx, method: s.method}
+	lease, ok := s.flow.Lock(s.ctx, c, &source{ctx: s.ctx, method: s.method, msg: m})
+	if !ok {
+		s.err = c.err
+		return s.err
 	}
 	if lease != nil {
-		s.lease = lease
+		s.call, s.lease = c, lease
 		s.ctx.withLease.Store(&contextBox{core.ContextWithLease(s.ctx.Context, lease)})
 		s.stop = adapter.Watch(s.ctx.Context, lease, s.cancel)
 	}
@@ -206,7 +183,7 @@ func (s *lazyStream) RecvMsg(m any) error {
 // end releases the lock, if one was taken, when the handler returns.
 func (s *lazyStream) end() {
 	if s.lease != nil {
-		s.in.release(s.ctx, s.lease, s.stop)
+		s.flow.Release(s.ctx, s.call, s.lease, s.stop)
 	}
 	s.cancel(context.Canceled)
 }

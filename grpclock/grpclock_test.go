@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,9 +21,9 @@ import (
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/grpclock"
+	"github.com/reqlock/reqlock/grpclock/internal/testsvc"
 	"github.com/reqlock/reqlock/internal/adaptertest"
 	"github.com/reqlock/reqlock/internal/redistest"
-	"github.com/reqlock/reqlock/internal/testsvc"
 	"github.com/reqlock/reqlock/keyfunc"
 )
 
@@ -87,7 +88,7 @@ func TestUnaryStatusCodes(t *testing.T) {
 		{"fail open", grpclock.UnaryServerInterceptor(dead.Locker, orderKey, grpclock.WithFailOpen()), order("1"), codes.OK, "<none>"},
 		{"bad field path", grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Field("order.nope")), order("1"), codes.Internal, ""},
 		{"path param", grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Param("id")), order("1"), codes.Internal, ""},
-		{"invalid option", grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithWait(-1)), order("1"), codes.Internal, ""},
+		{"bad key func", grpclock.UnaryServerInterceptor(e.Locker, keyfunc.Param("")), order("1"), codes.Internal, ""},
 		{"error handler", grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithWait(time.Millisecond),
 			grpclock.WithErrorHandler(func(ctx context.Context, err error) error {
 				custom = err
@@ -104,6 +105,41 @@ func TestUnaryStatusCodes(t *testing.T) {
 	}
 	if !errors.Is(custom, core.ErrTimeout) {
 		t.Fatalf("the error handler got %v", custom)
+	}
+}
+
+// TestInvalidSetupPanicsAtStart: a wrong set-up fails once, when the
+// interceptor is built, with an error that names every problem; Check
+// returns it without panicking.
+func TestInvalidSetupPanicsAtStart(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	opts := []grpclock.Option{grpclock.WithWait(-time.Second), grpclock.WithTTL(-1), nil, grpclock.WithTTLFunc(nil),
+		grpclock.WithErrorHandler(nil), grpclock.WithFailOpenHook(nil)}
+	err := grpclock.Check(nil, orderKey, opts...)
+	if !errors.Is(err, core.ErrInvalidOption) || !strings.HasPrefix(err.Error(), "grpclock: ") {
+		t.Fatalf("Check: %v, want a grpclock error wrapping ErrInvalidOption", err)
+	}
+	for _, want := range []string{"WithWait(-1s)", "WithTTL(-1ns)", "option 2 is nil", "WithTTLFunc: nil function",
+		"WithErrorHandler: nil function", "WithFailOpenHook: nil function", "Locker is nil"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+	for name, build := range map[string]func(){
+		"unary":  func() { grpclock.UnaryServerInterceptor(nil, orderKey, opts...) },
+		"stream": func() { grpclock.StreamServerInterceptor(nil, orderKey, opts...) },
+	} {
+		func() {
+			defer func() {
+				if p, ok := recover().(error); !ok || p.Error() != err.Error() {
+					t.Errorf("%s: panicked with %v, want %v", name, p, err)
+				}
+			}()
+			build()
+		}()
+	}
+	if err := grpclock.Check(e.Locker, orderKey, grpclock.WithWait(0)); err != nil {
+		t.Fatalf("a valid set-up: %v", err)
 	}
 }
 
@@ -155,11 +191,8 @@ func TestFieldKinds(t *testing.T) {
 
 func TestReleasedAfterPanicAndRouteLabel(t *testing.T) {
 	adaptertest.LeakCheck(t)
-	var route atomic.Value
-	e := adaptertest.NewEnv(t, nil, core.WithHandlers(core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-		route.Store(req.Route)
-		return next(ctx, req)
-	}}))
+	var route adaptertest.Routes
+	e := adaptertest.NewEnv(t, nil, core.WithHandlers(route.Handler()))
 	id := adaptertest.Uniq(t)
 	var heldInside bool
 	client := serve(t, &service{do: func(ctx context.Context, req *testsvc.Request) (*testsvc.Reply, error) {
@@ -172,8 +205,8 @@ func TestReleasedAfterPanicAndRouteLabel(t *testing.T) {
 	if !heldInside || e.Exists(t, "order:"+keyfunc.Escape(id)) {
 		t.Fatalf("held inside: %v; held after the panic: %v", heldInside, e.Exists(t, "order:"+keyfunc.Escape(id)))
 	}
-	if route.Load() != "/reqlock.testsvc.Test/Do" {
-		t.Fatalf("Request.Route = %v", route.Load())
+	if route.Last() != "/reqlock.testsvc.Test/Do" {
+		t.Fatalf("Request.Route = %q", route.Last())
 	}
 }
 
@@ -484,5 +517,49 @@ func TestStalledRedisIsUnavailableOrFailOpen(t *testing.T) {
 		grpclock.WithFailOpenHook(func(ctx context.Context, err error) { seen = err }))))
 	if reply, err := client.Do(context.Background(), order("1")); err != nil || reply.Lock != "<none>" || !errors.Is(seen, core.ErrStorage) {
 		t.Fatalf("fail-open: %v, %v; the hook got %v", reply, err, seen)
+	}
+}
+
+// TestTTLPrecedence: WithTTLFunc, then core.ContextWithTTL set by an earlier
+// interceptor, then WithTTL, then the Locker's.
+func TestTTLPrecedence(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	var pttl time.Duration
+	svc := &service{do: func(ctx context.Context, _ *testsvc.Request) (*testsvc.Reply, error) {
+		pttl = e.Client.PTTL(ctx, grpclock.LeaseFromContext(ctx).Key()).Val()
+		return &testsvc.Reply{}, nil
+	}}
+	withTTL := func(ttl time.Duration) grpc.UnaryServerInterceptor {
+		return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if ttl > 0 {
+				ctx = core.ContextWithTTL(ctx, ttl)
+			}
+			return h(ctx, req)
+		}
+	}
+	slow := grpclock.WithTTLFunc(func(ctx context.Context, method string) time.Duration {
+		if method == "/reqlock.testsvc.Test/Do" && metadata.ValueFromIncomingContext(ctx, "slow") != nil {
+			return 2 * time.Hour
+		}
+		return 0
+	})
+	for _, tc := range []struct {
+		ctxTTL   time.Duration
+		slow     bool
+		min, max time.Duration
+	}{
+		{0, false, 59 * time.Second, time.Minute},
+		{time.Hour, false, 59 * time.Minute, time.Hour},
+		{time.Hour, true, 119 * time.Minute, 2 * time.Hour},
+	} {
+		client := serve(t, svc, grpc.ChainUnaryInterceptor(withTTL(tc.ctxTTL),
+			grpclock.UnaryServerInterceptor(e.Locker, orderKey, grpclock.WithTTL(time.Minute), slow)))
+		ctx := context.Background()
+		if tc.slow {
+			ctx = metadata.AppendToOutgoingContext(ctx, "slow", "1")
+		}
+		if _, err := client.Do(ctx, order(adaptertest.Uniq(t))); err != nil || pttl < tc.min || pttl > tc.max {
+			t.Errorf("context TTL %v, slow %v: %v, PTTL %v, want in [%v, %v]", tc.ctxTTL, tc.slow, err, pttl, tc.min, tc.max)
+		}
 	}
 }

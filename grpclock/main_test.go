@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/reqlock/reqlock/grpclock/internal/testsvc"
 	"github.com/reqlock/reqlock/internal/adaptertest"
-	"github.com/reqlock/reqlock/internal/testsvc"
 )
 
 func TestMain(m *testing.M) { adaptertest.Main(m) }

@@ -7,7 +7,8 @@ import (
 	"github.com/reqlock/reqlock/internal/adapter"
 )
 
-// Option configures an interceptor.
+// Option configures an interceptor. An invalid one makes the interceptor's
+// constructor panic (see Check).
 //
 // Per-call settings win over per-method ones, which win over the Locker's.
 // The TTL of a lock is WithTTLFunc's result when positive, else a TTL set on
@@ -18,50 +19,44 @@ import (
 type Option func(*config)
 
 type config struct {
-	adapter.Config
-	ttlFunc    func(ctx context.Context, fullMethod string) time.Duration
-	onError    func(ctx context.Context, err error) error
-	onFailOpen func(ctx context.Context, err error)
+	adapter.Config[*call]
+	onError func(ctx context.Context, err error) error
 }
 
 // WithTTL sets the TTL of the locks the interceptor takes (per method),
-// instead of the Locker's. A per-call TTL (WithTTLFunc, or
-// core.ContextWithTTL set by an earlier interceptor) overrides it.
-func WithTTL(ttl time.Duration) Option {
-	return func(c *config) { c.TTL = ttl }
-}
+// instead of the Locker's; 0 keeps the Locker's. A per-call TTL
+// (WithTTLFunc, or core.ContextWithTTL set by an earlier interceptor)
+// overrides it. A TTL outside [1ms, core.MaxTTL] is invalid.
+func WithTTL(ttl time.Duration) Option { return func(c *config) { c.SetTTL(ttl) } }
 
 // WithTTLFunc sets a per-call TTL: f's result when positive, else the TTL
 // on the call's context (core.ContextWithTTL), WithTTL's or the Locker's.
 func WithTTLFunc(f func(ctx context.Context, fullMethod string) time.Duration) Option {
 	return func(c *config) {
 		if f == nil {
-			c.Invalid("grpclock: WithTTLFunc: nil function")
+			c.SetTTLFunc(nil)
+			return
 		}
-		c.ttlFunc = f
+		c.SetTTLFunc(func(c *call) time.Duration { return f(c.ctx, c.method) })
 	}
 }
 
 // WithWait sets the wait budget of the intercepted methods, instead of the
 // Locker's (core.WithWait): how long a call waits for a busy name before it
 // fails with Aborted. It may be longer or shorter than the Locker's; 0 means
-// one attempt, no waiting. The caller's deadline cuts it; a wait set on the
-// call's context by an earlier interceptor (core.ContextWithWait) overrides
-// it. It bounds the waiting for another holder only: a Redis call in flight
-// ends at the Locker's I/O timeout, so a stalled Redis gives Unavailable (or
-// fails open), never Aborted.
-func WithWait(wait time.Duration) Option {
-	return func(c *config) { c.Wait, c.WaitSet = wait, true }
-}
+// one attempt, no waiting; a negative wait is invalid. The caller's deadline
+// cuts it; a wait set on the call's context by an earlier interceptor
+// (core.ContextWithWait) overrides it. It bounds the waiting for another
+// holder only: a Redis call in flight ends at the Locker's I/O timeout, so a
+// stalled Redis gives Unavailable (or fails open), never Aborted.
+func WithWait(wait time.Duration) Option { return func(c *config) { c.SetWait(wait) } }
 
 // WithFailOpen runs the handler without a lock when Redis is unavailable
 // (core.ErrStorage only), instead of failing with Unavailable;
 // LeaseFromContext then returns nil. The storage error is dropped: use
 // WithFailOpenHook to see it. Choose it only for methods where a duplicate
 // run is cheaper than an outage.
-func WithFailOpen() Option {
-	return func(c *config) { c.FailOpen = true }
-}
+func WithFailOpen() Option { return func(c *config) { c.SetFailOpen() } }
 
 // WithFailOpenHook is WithFailOpen, and calls f with the call's context and
 // the storage error before the handler runs unlocked, to log or count the
@@ -69,9 +64,10 @@ func WithFailOpen() Option {
 func WithFailOpenHook(f func(ctx context.Context, err error)) Option {
 	return func(c *config) {
 		if f == nil {
-			c.Invalid("grpclock: WithFailOpenHook: nil function")
+			c.SetFailOpenHook(nil)
+			return
 		}
-		c.FailOpen, c.onFailOpen = true, f
+		c.SetFailOpenHook(func(c *call, err error) { f(c.ctx, err) })
 	}
 }
 
@@ -83,7 +79,7 @@ func WithFailOpenHook(f func(ctx context.Context, err error)) Option {
 func WithErrorHandler(f func(ctx context.Context, err error) error) Option {
 	return func(c *config) {
 		if f == nil {
-			c.Invalid("grpclock: WithErrorHandler: nil function")
+			c.Invalid("WithErrorHandler: nil function")
 		}
 		c.onError = f
 	}

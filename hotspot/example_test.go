@@ -55,6 +55,6 @@ func ExampleWithHandoff() {
 	_ = locker // acquire and release as usual
 
 	// Later, for an exporter:
-	fmt.Println(len(guard.Counters()), "counters")
-	// Output: 5 counters
+	fmt.Printf("%+v\n", guard.Stats())
+	// Output: {Hits:0 Bypasses:0 Evictions:0 Handoffs:0 Size:0}
 }

@@ -24,3 +24,10 @@ func (g *Guard) Tentative() int {
 	defer g.table.mu.Unlock()
 	return g.table.tentative
 }
+
+// Refused returns how many leases the Guard passed to a waiter that did not
+// take them over (a lease lost meanwhile, or another Locker's), as seen when
+// the waiter's turn ended.
+func (g *Guard) Refused() int64 {
+	return g.refused.Load()
+}

@@ -8,11 +8,11 @@ import (
 	"github.com/reqlock/reqlock/core"
 )
 
-// Guard is a core.Handler that serialises the goroutines of one process on a
-// local lock per hot name, so that only one of them at a time contends for
-// the name in Redis. Add it to a Locker with core.WithHandlers; one Guard may
-// serve several Lockers (see the package documentation). It is safe for
-// concurrent use.
+// Guard is a core.LocalQueue that serialises the goroutines of one process on
+// a local lock per hot name, so that only one of them at a time contends for
+// the name in Redis. Give it to a Locker with core.WithHandlers or
+// core.WithLocalQueue; one Guard may serve several Lockers (see the package
+// documentation). It is safe for concurrent use.
 type Guard struct {
 	cfg      config
 	err      error
@@ -22,15 +22,19 @@ type Guard struct {
 	hits     atomic.Int64
 	bypasses atomic.Int64
 	handoffs atomic.Int64
+	refused  atomic.Int64 // leases passed on but not taken over (tests)
 }
 
-var _ core.Handler = (*Guard)(nil)
+var (
+	_ core.LocalQueue = (*Guard)(nil)
+	_ core.Handler    = (*Guard)(nil)
+)
 
 // New returns a Guard configured by opts.
 //
 // New never panics. Invalid options are reported by Err and by every Acquire
-// through the Guard, as errors wrapping core.ErrInvalidOption; such a Guard
-// lets no acquire through, so check Err once at start-up.
+// of a Locker that uses the Guard, as errors wrapping core.ErrInvalidOption;
+// such a Guard lets no acquire through, so check Err once at start-up.
 func New(opts ...Option) *Guard {
 	cfg := defaultConfig()
 	for i, opt := range opts {
@@ -43,7 +47,7 @@ func New(opts ...Option) *Guard {
 	g := &Guard{cfg: cfg, err: cfg.validate()}
 	capacity := cfg.capacity
 	if g.err != nil {
-		capacity = 1 // unused: every Acquire fails
+		capacity = 1 // unused: every Enter fails
 	}
 	g.inflight = newInflight(capacity)
 	g.table = newTable(capacity, cfg.hotFor, cfg.handoff > 0)
@@ -55,131 +59,138 @@ func (g *Guard) Err() error {
 	return g.err
 }
 
-// holdKey is the Lease value under which a Guard keeps its hold; it names
-// the Guard, so that two Guards in one chain keep their holds apart.
-type holdKey struct{ g *Guard }
-
-// hold is what one acquire through the Guard took, kept on its lease so that
-// the release finds it without a lookup by name.
-type hold struct {
-	bucket uint32 // in the in-flight sketch
-	e      *entry // nil when the acquire went straight to Redis
-	locked bool   // e's local lock is held
-}
-
-// Acquire takes the local lock of req's name when the name is hot (contended
-// in this process lately, or given to WithKeys) or suspected of contention
-// (another acquire is in flight in its bucket of the in-flight sketch), then
-// the lock in Redis through next, or takes over a lease handed off by the
-// previous local holder. It waits for the local lock until req.Deadline or
-// the end of ctx, and records the time waited in req.LocalWait. A name that
-// is neither, or that finds no room for its local lock in the Guard, goes
-// straight to next.
-func (g *Guard) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (lease *core.Lease, err error) {
+// Enter takes the local lock of key when its name is hot (contended in this
+// process lately, or given to WithKeys) or suspected of contention (another
+// acquire is in flight in its bucket of the in-flight sketch), waiting for it
+// until deadline or the end of ctx. The turn it returns holds the local lock,
+// and with it, when the previous holder handed its Redis lock over
+// (WithHandoff), that holder's lease (LocalTurn.Passed).
+//
+// A name that is neither, or that finds no room for its local lock in the
+// Guard, gets a turn that only counts the acquire in the in-flight sketch
+// until its release, or no turn at all (nil) when automatic detection is off
+// (WithHotPeriod(0)): the acquire goes straight to Redis.
+//
+// Enter fails with core.ErrTimeout when deadline passes first, with ctx's
+// error when ctx ends first, and with the configuration error of an invalid
+// Guard (see Err); the Locker reports each as its own wait would.
+func (g *Guard) Enter(ctx context.Context, name, key string, deadline time.Time) (core.LocalTurn, error) {
 	if g.err != nil {
 		return nil, g.err
 	}
-	h := &hold{}
+	detect := g.cfg.hotFor > 0
+	var bucket uint32
 	var shared bool
-	h.bucket, shared = g.inflight.enter(req.Key)
-	defer func() {
-		if lease == nil { // failed, or next panicked: leave nothing held
-			g.done(h)
-		}
-	}()
-	_, pinned := g.cfg.keys[req.Name]
-	e, hits, bypassed := g.table.join(req.Key, pinned, shared && g.cfg.hotFor > 0)
+	if detect {
+		bucket, shared = g.inflight.enter(key)
+	}
+	_, pinned := g.cfg.keys[name]
+	e, hits, bypassed := g.table.join(key, pinned, shared)
 	if bypassed {
 		g.bypasses.Add(1)
 	}
 	if hits > 0 {
 		g.hits.Add(int64(hits))
 	}
-	h.e = e
 	if e == nil {
-		lease, err = next(ctx, req)
-	} else {
-		lease, err = g.acquireLocal(ctx, req, next, h)
-	}
-	if err != nil {
-		return nil, err
-	}
-	lease.SetValue(holdKey{g}, h)
-	return lease, nil
-}
-
-// acquireLocal waits for h.e's local lock, then takes the lock in Redis, or
-// takes over the lease handed off with the local lock.
-func (g *Guard) acquireLocal(ctx context.Context, req *core.Request, next core.AcquireFunc, h *hold) (*core.Lease, error) {
-	prev, err := g.wait(ctx, req, h.e)
-	if err != nil {
-		return nil, err
-	}
-	h.locked = true
-	if prev != nil {
-		if lease, ok, err := g.takeOver(ctx, req, prev); ok || err != nil {
-			return lease, err
+		if !detect {
+			return nil, nil
 		}
+		return g.inflight.turn(bucket), nil
 	}
-	h.e.streak = 0
-	return next(ctx, req)
+	prev, err := g.wait(ctx, e, deadline)
+	if err != nil {
+		g.table.leave(e)
+		if detect {
+			g.inflight.exit(bucket)
+		}
+		return nil, err
+	}
+	if prev == nil {
+		e.streak = 0 // the lock is to be taken in Redis
+	}
+	return &turn{g: g, e: e, bucket: bucket, counted: detect, passed: prev}, nil
 }
 
-// wait takes e's local lock, or a lease handed off with it (see handoff.go),
-// before req.Deadline and the end of ctx, and sets req.LocalWait.
-func (g *Guard) wait(ctx context.Context, req *core.Request, e *entry) (*core.Lease, error) {
+// wait takes e's local lock, or a lease handed over with it (see
+// handoff.go), before deadline and the end of ctx.
+func (g *Guard) wait(ctx context.Context, e *entry, deadline time.Time) (*core.Lease, error) {
 	select {
 	case <-e.lock:
 		return nil, nil // free: no wait, and no clock read
 	default:
 	}
-	start := time.Now()
-	defer func() { req.LocalWait = time.Since(start) }()
-	left := req.Deadline.Sub(start)
+	left := time.Until(deadline)
 	if left <= 0 {
-		return nil, req.TimeoutErr(ctx)
+		return nil, core.ErrTimeout
 	}
 	timer := time.NewTimer(left)
 	defer timer.Stop()
 	select {
 	case <-e.lock:
 		return nil, nil
-	case prev := <-g.passFor(req, e):
+	case prev := <-e.pass: // nil, never ready, when handoff is off
 		return prev, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-timer.C:
-		return nil, req.TimeoutErr(ctx)
+		return nil, core.ErrTimeout
 	}
 }
 
-// Release releases the lock in Redis through next, then the local lock, or
-// hands the lease off to a local waiter without calling next (WithHandoff).
-// It finds the local lock through the lease, never by name.
+// turn is the turn of one acquire on a local lock: it holds the lock of e
+// from Enter until Leave, or until Pass hands it on.
+type turn struct {
+	g       *Guard
+	e       *entry
+	bucket  uint32 // in the in-flight sketch, if counted
+	counted bool   // the acquire is counted in the in-flight sketch
+	// passed is the lease the previous holder handed over with the local
+	// lock, or nil.
+	passed  *core.Lease
+	settled bool // the handoff of passed was counted or found refused
+	ended   bool // Pass or Leave gave the local lock up
+}
+
+// Passed returns the lease the previous holder handed over with the local
+// lock, or nil.
+func (t *turn) Passed() *core.Lease { return t.passed }
+
+// Leave releases the local lock, called by the Locker after the lock left
+// Redis, or after a failed acquire; then it drops the turn's pin on the entry
+// and its count in the in-flight sketch.
+func (t *turn) Leave() {
+	if t.ended {
+		return
+	}
+	t.settle(nil)
+	t.e.lock <- struct{}{} // never blocks: the token was ours
+	t.end()
+}
+
+// end drops what the turn holds besides the local lock.
+func (t *turn) end() {
+	t.ended = true
+	t.g.table.leave(t.e)
+	if t.counted {
+		t.g.inflight.exit(t.bucket)
+	}
+	t.passed = nil // a lease kept after its release keeps no other lease alive
+}
+
+// Acquire lets the acquire through: it calls next and returns its error.
+// core.WithHandlers puts a Guard in the Locker's local-queue slot, where the
+// Locker calls Enter; this method and Release only make the Guard a
+// core.Handler, so that it can be given to core.WithHandlers.
+func (g *Guard) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+	if g.err != nil {
+		return g.err
+	}
+	_, err := next(ctx, req)
+	return err
+}
+
+// Release calls next: see Acquire.
 func (g *Guard) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
-	h, _ := lease.Value(holdKey{g}).(*hold)
-	if h == nil { // not acquired through this Guard
-		return next(ctx, lease)
-	}
-	if h.e != nil && g.handOff(lease, h.e) {
-		h.locked = false // it went to the waiter with the lease
-		g.done(h)
-		return nil
-	}
-	defer g.done(h) // Redis first, then the local lock; also if next panics
 	return next(ctx, lease)
-}
-
-// done releases what h holds locally: the local lock, the entry's pin and
-// the in-flight count.
-func (g *Guard) done(h *hold) {
-	if h.e != nil {
-		if h.locked {
-			h.locked = false
-			h.e.lock <- struct{}{} // never blocks: the token was ours
-		}
-		g.table.leave(h.e)
-		h.e = nil // a lease kept after its release keeps no entry alive
-	}
-	g.inflight.exit(h.bucket)
 }

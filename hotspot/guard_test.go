@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,6 +111,69 @@ func TestSharedGuardKeysByRedisKey(t *testing.T) {
 	if s := g.Stats(); s.Size != 2 || s.Hits != 2 {
 		t.Fatalf("stats %+v, want two local locks, two hits", s)
 	}
+}
+
+// One Guard serves two Lockers with the same prefix, on clients of their own
+// (two parts of one service, say): they share its local locks, and a release
+// may pass one Locker's lease to the other's waiter. The Locker that gets
+// another's lease releases it in that Locker's Redis and acquires on its
+// own, so mutual exclusion holds and no lease crosses from one Locker to the
+// other: the tokens each Locker hands out are its own.
+func TestGuardSharedByTwoLockers(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	g := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(1000))
+	lockers := []*core.Locker{
+		core.New(shared.Client(t), core.WithHandlers(g), fastSpin),
+		core.New(shared.Client(t), core.WithHandlers(g), fastSpin),
+	}
+	const goroutines, rounds = 4, 50
+	var o redistest.Overlap
+	tokens := []map[string]bool{{}, {}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, l := range lockers {
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx := context.Background()
+				for range rounds {
+					lease, err := l.Acquire(ctx, name)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					tokens[i][lease.Token()] = true
+					mu.Unlock()
+					exit := o.Enter()
+					time.Sleep(100 * time.Microsecond)
+					exit()
+					if err := lease.Release(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if o.Overlaps() != 0 || o.Entries() != 2*goroutines*rounds {
+		t.Fatalf("%d overlaps in %d critical sections, want none in %d", o.Overlaps(), o.Entries(), 2*goroutines*rounds)
+	}
+	for tok := range tokens[0] {
+		if tokens[1][tok] {
+			t.Fatalf("a lease of one Locker was taken over by the other (token %s)", tok)
+		}
+	}
+	s := g.Stats()
+	t.Logf("stats %+v; %d leases passed to the other Locker's waiters; tokens %d and %d", s, g.Refused(), len(tokens[0]), len(tokens[1]))
+	if s.Handoffs == 0 || g.Refused() == 0 {
+		t.Fatalf("stats %+v, %d passes refused: want handoffs within each Locker and passes across them", s, g.Refused())
+	}
+	in := &instance{client: shared.Client(t), guard: g, locker: lockers[0]}
+	in.settled(t, name)
 }
 
 // Names never contended go straight to Redis and leave nothing in the Guard;
@@ -265,43 +329,87 @@ func TestHotPeriodZeroTurnsDetectionOff(t *testing.T) {
 	}
 }
 
-// waitProbe is a handler that records Request.LocalWait as seen by a handler
-// outside the Guard, such as telemetry.
-type waitProbe struct {
-	mu    sync.Mutex
-	waits []time.Duration
+// probe is an Observer that records what telemetry sees of every acquire
+// and release: the acquire events, in the order the acquires returned, and
+// the outcome of each lease's end, by token.
+type probe struct {
+	mu       sync.Mutex
+	acquires []core.AcquireEvent
+	releases map[string][]core.Outcome
 }
 
-func (p *waitProbe) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-	lease, err := next(ctx, req)
-	p.mu.Lock()
-	p.waits = append(p.waits, req.LocalWait)
-	p.mu.Unlock()
-	return lease, err
-}
-
-func (p *waitProbe) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
-	return next(ctx, lease)
-}
-
-// all returns the waits recorded, in the order the acquires returned.
-func (p *waitProbe) all() []time.Duration {
+func (p *probe) ObserveAcquire(_ context.Context, e core.AcquireEvent) core.LeaseObserver {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.waits)
+	p.acquires = append(p.acquires, e)
+	if e.Lease == nil {
+		return nil
+	}
+	return probeLease{p}
+}
+
+// probeLease records the end of one lease.
+type probeLease struct{ p *probe }
+
+func (l probeLease) ObserveRelease(_ context.Context, e core.ReleaseEvent) {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if l.p.releases == nil {
+		l.p.releases = make(map[string][]core.Outcome)
+	}
+	l.p.releases[e.Lease.Token()] = append(l.p.releases[e.Lease.Token()], e.Outcome)
+}
+
+// waits returns the local waits of the acquires, in the order they returned.
+func (p *probe) waits() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []time.Duration
+	for _, e := range p.acquires {
+		out = append(out, e.LocalWait)
+	}
+	return out
+}
+
+// count returns the acquires recorded, those handed over among them, and
+// the lease ends recorded with each outcome.
+func (p *probe) count() (acquires, handedOver int, ends map[core.Outcome]int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.acquires {
+		if e.HandedOver {
+			handedOver++
+		}
+	}
+	ends = make(map[core.Outcome]int)
+	for _, outcomes := range p.releases {
+		for _, o := range outcomes {
+			ends[o]++
+		}
+	}
+	return len(p.acquires), handedOver, ends
+}
+
+// ended returns how the lease with token ended, in the order its ends were
+// recorded (one, for a lease released once).
+func (p *probe) ended(token string) []core.Outcome {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.releases[token])
 }
 
 // Waiters wait in the process: while a name is held locally, they send
-// nothing to Redis, and they report the time waited in Request.LocalWait.
+// nothing to Redis, and the Locker reports the time waited to its Observers
+// (AcquireEvent.LocalWait), wherever they stand among the options.
 func TestLocalWaitSendsNothing(t *testing.T) {
 	leakCheck(t)
-	probe := &waitProbe{}
+	probe := &probe{}
 	name := uniq(t)
 	c := shared.Client(t)
 	rt := &redistest.RoundTrips{}
 	c.AddHook(rt)
 	g := hotspot.New(hotspot.WithKeys(name))
-	l := core.New(c, core.WithHandlers(probe, g))
+	l := core.New(c, core.WithHandlers(g), core.WithObservers(probe)) // after the Guard: it sees the local wait all the same
 	ctx := context.Background()
 	holder, err := l.Acquire(ctx, name)
 	if err != nil {
@@ -327,8 +435,8 @@ func TestLocalWaitSendsNothing(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if waits := probe.all(); len(waits) != 2 || waits[0] != 0 || waits[1] < 50*time.Millisecond {
-		t.Fatalf("LocalWait of holder and waiter = %v, want 0 (the local lock was free) and at least 50ms", waits)
+	if waits := probe.waits(); len(waits) != 2 || waits[0] > 5*time.Millisecond || waits[1] < 50*time.Millisecond {
+		t.Fatalf("LocalWait of holder and waiter = %v, want about 0 (the local lock was free) and at least 50ms", waits)
 	}
 }
 
@@ -471,10 +579,10 @@ func TestHandoffRacesWithGivingUp(t *testing.T) {
 func TestHandoffStreak(t *testing.T) {
 	leakCheck(t)
 	name := uniq(t)
-	probe := &waitProbe{}
+	probe := &probe{}
 	const k = 2
 	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name), hotspot.WithHandoff(k)})
-	l := core.New(in.client, core.WithHandlers(probe, in.guard))
+	l := core.New(in.client, core.WithObservers(probe), core.WithHandlers(in.guard))
 	ctx := context.Background()
 	holder, err := l.Acquire(ctx, name)
 	if err != nil {
@@ -518,10 +626,15 @@ func TestHandoffStreak(t *testing.T) {
 	if n := in.rt.N.Load(); n != 3 {
 		t.Errorf("%d round trips for four critical sections, want 3", n)
 	}
-	for _, w := range probe.all()[1:] {
+	for _, w := range probe.waits()[1:] {
 		if w <= 0 {
 			t.Errorf("a waiter's LocalWait is %v", w)
 		}
+	}
+	// The Observers saw the k acquires that took the lock over, and the k
+	// releases that handed it on, however late they were given.
+	if n, handed, ends := probe.count(); n != 4 || handed != k || ends[core.OutcomeHandedOff] != k || ends[core.OutcomeReleased] != 4-k {
+		t.Errorf("observers saw %d acquires (%d handed over) and lease ends %v; want 4 (%d), %d handed off, %d released", n, handed, ends, k, k, 4-k)
 	}
 	in.settled(t, name)
 }
@@ -574,55 +687,30 @@ func TestHandoffOfALostLease(t *testing.T) {
 	if v, _ := in.client.Get(ctx, lease.Key()).Result(); v != lease.Token() {
 		t.Fatalf("the waiter's lock is not in Redis (value %q)", v)
 	}
-	if s := in.guard.Stats(); s.Handoffs != 0 {
-		t.Fatalf("Handoffs = %d, want 0", s.Handoffs)
-	}
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if s := in.guard.Stats(); s.Handoffs != 0 {
+		t.Fatalf("Handoffs = %d, want 0", s.Handoffs)
 	}
 	in.settled(t, name)
 }
 
-// releaseProbe is a handler that records the tokens of the leases whose
-// release reaches it; put after the Guard, it sees the releases that go to
-// Redis, not those handed off.
-type releaseProbe struct {
-	mu     sync.Mutex
-	tokens []string
-}
-
-func (p *releaseProbe) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-	return next(ctx, req)
-}
-
-func (p *releaseProbe) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
-	p.mu.Lock()
-	p.tokens = append(p.tokens, lease.Token())
-	p.mu.Unlock()
-	return next(ctx, lease)
-}
-
-func (p *releaseProbe) saw(token string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Contains(p.tokens, token)
-}
-
 // A lease whose watchdog gave up (Redis unreachable for most of its TTL) is
 // lost although its ValidUntil has not passed, and its key may still be in
-// Redis once Redis is back. The Guard must not hand it to a local waiter: it
-// releases it through the rest of the chain, whose compare-and-delete removes
-// the key before Release returns, and the waiter takes the lock in Redis.
+// Redis once Redis is back. It must not be handed to a local waiter: the
+// Locker releases it in Redis, whose compare-and-delete removes the key
+// before Release returns, and the waiter takes the lock in Redis.
 func TestLeaseLostByItsWatchdogIsNotHandedOff(t *testing.T) {
 	leakCheck(t)
 	name := uniq(t)
 	c, proxy := shared.ProxiedClient(t)
 	admin := shared.Client(t)
-	probe := &releaseProbe{}
+	probe := &probe{}
 	g := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(3))
 	// The watchdog renews every 490 ms and gives up 490 ms before the lease
 	// expires: the key outlives the lease's loss by about that long.
-	l := core.New(c, core.WithHandlers(g, probe), core.WithTTL(time.Second), core.WithWatchdog(),
+	l := core.New(c, core.WithHandlers(g), core.WithObservers(probe), core.WithTTL(time.Second), core.WithWatchdog(),
 		core.WithWatchdogInterval(490*time.Millisecond), core.WithIOTimeout(50*time.Millisecond), core.WithWait(10*time.Second), fastSpin)
 	in := &instance{client: c, rt: &redistest.RoundTrips{}, guard: g, locker: l}
 	ctx := context.Background()
@@ -640,8 +728,8 @@ func TestLeaseLostByItsWatchdogIsNotHandedOff(t *testing.T) {
 	if err := holder.Release(ctx); err != nil && !errors.Is(err, core.ErrNotHeld) {
 		t.Fatalf("Release of the lost lease = %v", err)
 	}
-	if !probe.saw(holder.Token()) {
-		t.Fatal("the lost lease was handed off instead of being released to Redis")
+	if got := probe.ended(holder.Token()); len(got) != 1 || got[0] != core.OutcomeGaveUp {
+		t.Fatalf("the lost lease ended %v, want given up (not handed off)", got)
 	}
 	if v, _ := admin.Get(ctx, holder.Key()).Result(); v == holder.Token() {
 		t.Fatal("the lost lease's key is still in Redis after its Release returned")
@@ -653,11 +741,11 @@ func TestLeaseLostByItsWatchdogIsNotHandedOff(t *testing.T) {
 	if v, _ := admin.Get(ctx, lease.Key()).Result(); v != lease.Token() {
 		t.Fatalf("the waiter's lock is not in Redis (value %q)", v)
 	}
-	if s := g.Stats(); s.Handoffs != 0 {
-		t.Fatalf("Handoffs = %d, want 0", s.Handoffs)
-	}
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if s := g.Stats(); s.Handoffs != 0 {
+		t.Fatalf("Handoffs = %d, want 0", s.Handoffs)
 	}
 	in.settled(t, name)
 }
@@ -670,14 +758,17 @@ func TestExpiredLeaseIsNotHandedOff(t *testing.T) {
 	ctx := context.Background()
 	holder, waiter := in.queue(t, name)
 	time.Sleep(80 * time.Millisecond)
+	// On a loaded machine the SET may have reached Redis well after it was
+	// sent: wait until the key expired there too.
+	waitFor(t, "the lock expired in Redis", func() bool { return in.client.Exists(ctx, holder.Key()).Val() == 0 })
 	if err := holder.Release(ctx); !errors.Is(err, core.ErrNotHeld) {
 		t.Fatalf("Release of an expired lease = %v, want ErrNotHeld", err)
 	}
 	lease := waiter()
+	_ = lease.Release(ctx)
 	if lease.Token() == holder.Token() || in.guard.Stats().Handoffs != 0 {
 		t.Fatal("an expired lease was handed off")
 	}
-	_ = lease.Release(ctx)
 	in.settled(t, name)
 }
 
@@ -754,86 +845,132 @@ func TestBypassWhenFull(t *testing.T) {
 }
 
 // The lock is released in Redis before the local lock: a local waiter woken
-// by the release finds the name free in Redis at its first attempt.
+// by the release finds the name free in Redis at its first attempt. A
+// Handler that holds the release up holds both up, before or after the Guard
+// among the options alike.
 func TestReleaseOrderRedisFirst(t *testing.T) {
-	leakCheck(t)
-	name := uniq(t)
-	g := hotspot.New(hotspot.WithKeys(name))
-	gate := make(chan struct{})
-	slowRelease := core.HandlerFuncs{OnRelease: func(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
-		<-gate
-		return next(ctx, lease)
-	}}
-	c := shared.Client(t)
-	rt := &redistest.RoundTrips{}
-	c.AddHook(rt)
-	l := core.New(c, core.WithHandlers(g, slowRelease), fastSpin)
-	ctx := context.Background()
-	warm, err := core.New(c).Acquire(ctx, uniq(t)) // loads the release script
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = warm.Release(ctx)
-	holder, err := l.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan error, 1)
-	go func() {
-		lease, err := l.Acquire(ctx, name)
-		if err == nil {
-			close(gate) // lets the waiter's own release through
-			err = lease.Release(ctx)
-		}
-		got <- err
-	}()
-	waitFor(t, "the waiter is on the local lock", func() bool { return g.Waiters(holder.Key()) == 2 })
-	released := make(chan error, 1)
-	rt.N.Store(0)
-	go func() { released <- holder.Release(ctx) }()
-	time.Sleep(30 * time.Millisecond) // the holder's release is stuck before Redis
-	if n := rt.N.Load(); n != 0 {
-		t.Fatalf("the waiter sent %d commands before the holder's lock left Redis", n)
-	}
-	gate <- struct{}{}
-	if err := <-released; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
-	// release, then the waiter's SET at its first attempt and its release
-	if n := rt.N.Load(); n != 3 {
-		t.Fatalf("%d round trips, want 3", n)
+	for _, guardFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("guardFirst=%v", guardFirst), func(t *testing.T) {
+			leakCheck(t)
+			name := uniq(t)
+			g := hotspot.New(hotspot.WithKeys(name))
+			gate := make(chan struct{})
+			slowRelease := core.HandlerFuncs{OnRelease: func(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
+				<-gate
+				return next(ctx, lease)
+			}}
+			c := shared.Client(t)
+			rt := &redistest.RoundTrips{}
+			c.AddHook(rt)
+			plugins := []core.Handler{g, slowRelease}
+			if !guardFirst {
+				plugins = []core.Handler{slowRelease, g}
+			}
+			l := core.New(c, core.WithHandlers(plugins...), fastSpin)
+			ctx := context.Background()
+			warm, err := core.New(c).Acquire(ctx, uniq(t)) // loads the release script
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = warm.Release(ctx)
+			holder, err := l.Acquire(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				lease, err := l.Acquire(ctx, name)
+				if err == nil {
+					close(gate) // lets the waiter's own release through
+					err = lease.Release(ctx)
+				}
+				got <- err
+			}()
+			waitFor(t, "the waiter is on the local lock", func() bool { return g.Waiters(holder.Key()) == 2 })
+			released := make(chan error, 1)
+			rt.N.Store(0)
+			go func() { released <- holder.Release(ctx) }()
+			time.Sleep(30 * time.Millisecond) // the holder's release is stuck before Redis
+			if n := rt.N.Load(); n != 0 {
+				t.Fatalf("the waiter sent %d commands before the holder's lock left Redis", n)
+			}
+			gate <- struct{}{}
+			if err := <-released; err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+			// release, then the waiter's SET at its first attempt and its release
+			if n := rt.N.Load(); n != 3 {
+				t.Fatalf("%d round trips, want 3", n)
+			}
+		})
 	}
 }
 
-// A panic below the Guard during an acquire releases the local lock.
-func TestPanicBelowReleasesLocalLock(t *testing.T) {
+// panickyStore is a Store whose TryAcquire panics while boom is set.
+type panickyStore struct {
+	core.Store
+	boom atomic.Bool
+}
+
+func (s *panickyStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	if s.boom.Load() {
+		panic("boom")
+	}
+	return s.Store.TryAcquire(ctx, key, token, ttl, fenced)
+}
+
+// A panic during an acquire, in the store below the local lock or in a
+// Handler after the lock was taken, leaves the local lock free and nothing
+// counted in flight.
+func TestPanicReleasesLocalLock(t *testing.T) {
 	leakCheck(t)
-	name := uniq(t)
-	g := hotspot.New(hotspot.WithKeys(name))
-	var boom bool
-	panicky := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-		if boom {
+	var boom atomic.Bool
+	afterNext := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+		_, err := next(ctx, req)
+		if err == nil && boom.Load() {
 			panic("boom")
 		}
-		return next(ctx, req)
+		return err
 	}}
-	l := core.New(shared.Client(t), core.WithHandlers(g, panicky), core.WithWait(0))
-	boom = true
-	func() {
-		defer func() { _ = recover() }()
-		_, _ = l.Acquire(context.Background(), name)
-	}()
-	boom = false
-	lease, err := l.Acquire(context.Background(), name)
-	if err != nil {
-		t.Fatalf("the local lock stayed taken after a panic: %v", err)
-	}
-	_ = lease.Release(context.Background())
-	if n := g.InFlight(); n != 0 {
-		t.Fatalf("%d in flight", n)
+	store := &panickyStore{Store: core.NewRedisStore(shared.Client(t))}
+	for _, c := range []struct {
+		what    string
+		arm     func(bool)
+		plugins func(g *hotspot.Guard) []core.Handler
+	}{
+		{"store", store.boom.Store, func(g *hotspot.Guard) []core.Handler { return []core.Handler{g} }},
+		{"handler before the Guard", boom.Store, func(g *hotspot.Guard) []core.Handler { return []core.Handler{afterNext, g} }},
+		{"handler after the Guard", boom.Store, func(g *hotspot.Guard) []core.Handler { return []core.Handler{g, afterNext} }},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			name := uniq(t)
+			g := hotspot.New(hotspot.WithKeys(name))
+			l := core.NewWithStore(store, core.WithHandlers(c.plugins(g)...), core.WithWait(0))
+			c.arm(true)
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Error("no panic")
+					}
+				}()
+				_, _ = l.Acquire(context.Background(), name)
+			}()
+			c.arm(false)
+			lease, err := l.Acquire(context.Background(), name)
+			if err != nil {
+				t.Fatalf("the local lock stayed taken after a panic: %v", err)
+			}
+			_ = lease.Release(context.Background())
+			if n := g.InFlight(); n != 0 {
+				t.Fatalf("%d in flight", n)
+			}
+			if n := g.Waiters(lease.Key()); n != 0 {
+				t.Fatalf("%d on the local lock", n)
+			}
+		})
 	}
 }
 
@@ -856,40 +993,61 @@ func TestInvalidOptions(t *testing.T) {
 		if !errors.Is(err, core.ErrInvalidOption) || rt.N.Load() != 0 {
 			t.Fatalf("Acquire through an invalid Guard = %v after %d commands, want ErrInvalidOption and none", err, rt.N.Load())
 		}
+		called := false
+		next := func(context.Context, *core.Request) (*core.Lease, error) { called = true; return nil, nil }
+		if err := g.Acquire(context.Background(), &core.Request{}, next); !errors.Is(err, core.ErrInvalidOption) || called {
+			t.Fatalf("the Handler method of an invalid Guard = %v (next called: %v), want ErrInvalidOption", err, called)
+		}
 	}
 	if err := hotspot.New().Err(); err != nil {
 		t.Fatalf("the defaults are invalid: %v", err)
 	}
 }
 
-func TestCounters(t *testing.T) {
+// The Handler methods only pass through: core.WithHandlers puts a Guard in
+// the local-queue slot.
+func TestHandlerMethodsPassThrough(t *testing.T) {
+	g := hotspot.New()
+	errNext := errors.New("next")
+	var acquired, released int
+	err := g.Acquire(context.Background(), &core.Request{}, func(context.Context, *core.Request) (*core.Lease, error) {
+		acquired++
+		return nil, errNext
+	})
+	if !errors.Is(err, errNext) || acquired != 1 {
+		t.Fatalf("Acquire = %v after %d calls of next, want next's error after one", err, acquired)
+	}
+	err = g.Release(context.Background(), nil, func(context.Context, *core.Lease) error {
+		released++
+		return errNext
+	})
+	if !errors.Is(err, errNext) || released != 1 {
+		t.Fatalf("Release = %v after %d calls of next, want next's error after one", err, released)
+	}
+}
+
+func TestStats(t *testing.T) {
 	name := uniq(t)
 	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name)})
 	_, release := in.hold(t, name)
 	release()
-	got := in.guard.Counters()
-	want := map[string]int64{"hits": 1, "bypasses": 0, "evictions": 0, "handoffs": 0, "size": 1}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("Counters() = %v, want %v", got, want)
+	if got, want := in.guard.Stats(), (hotspot.Stats{Hits: 1, Size: 1}); got != want {
+		t.Fatalf("Stats() = %+v, want %+v", got, want)
 	}
 }
 
-// Two Guards in one chain keep their own holds on a lease.
-func TestTwoGuardsInOneChain(t *testing.T) {
-	leakCheck(t)
-	name := uniq(t)
-	outer, inner := hotspot.New(hotspot.WithKeys(name)), hotspot.New(hotspot.WithKeys(name))
-	l := core.New(shared.Client(t), core.WithHandlers(outer, inner), core.WithWait(0))
-	for range 3 {
-		lease, err := l.Acquire(context.Background(), name)
-		if err != nil {
-			t.Fatalf("a Guard kept its local lock after the release: %v", err)
+// A Locker has one local queue: a second Guard, through either option, is an
+// invalid option.
+func TestTwoGuardsAreRejected(t *testing.T) {
+	a, b := hotspot.New(), hotspot.New()
+	c := shared.Client(t)
+	for _, opts := range [][]core.Option{
+		{core.WithHandlers(a, b)},
+		{core.WithHandlers(a), core.WithLocalQueue(b)},
+		{core.WithLocalQueue(a), core.WithHandlers(b)},
+	} {
+		if err := core.New(c, opts...).Err(); !errors.Is(err, core.ErrInvalidOption) {
+			t.Fatalf("a Locker with two Guards: Err = %v, want ErrInvalidOption", err)
 		}
-		if err := lease.Release(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if outer.InFlight() != 0 || inner.InFlight() != 0 {
-		t.Fatalf("in flight: outer %d, inner %d", outer.InFlight(), inner.InFlight())
 	}
 }

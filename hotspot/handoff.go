@@ -1,44 +1,43 @@
 package hotspot
 
 import (
-	"context"
-	"errors"
-	"time"
-
 	"github.com/reqlock/reqlock/core"
 )
 
 // Local handoff (lock cohorting, WithHandoff): a holder that releases while
 // goroutines of this process wait for the same name gives its Redis lock,
-// together with the local lock, to one of them, which turns it into a lease
-// of its own with core.Lease.Handoff.
+// together with the local lock, to one of them, which the Locker turns into a
+// lease of its own without a round trip to Redis (or with one
+// compare-and-extend when little of the TTL is left).
 //
-// The lease travels over the entry's unbuffered pass channel, sent without
-// blocking: the send succeeds only if a waiter is parked on the channel at
-// that moment, and then that waiter has taken the lease, in one step. A waiter
-// that gives up (its context ends, its deadline passes) leaves the channel
-// before the send or receives the lease and owns it; there is no moment when
-// a lease is on its way to nobody. When no waiter is parked, the holder
-// releases to Redis as usual.
+// The Locker drives it: at a release, it offers the lease to the turn (Pass)
+// before it releases in Redis, and only for a lease that still holds its
+// lock; the waiter that gets it finds it in its turn (Passed) and the Locker
+// takes the lock over. The lease travels over the entry's unbuffered pass
+// channel, sent without blocking: the send succeeds only if a waiter is
+// parked on the channel at that moment, and then that waiter has taken the
+// lease, in one step. A waiter that gives up (its context ends, its deadline
+// passes) leaves the channel before the send or receives the lease and owns
+// it; there is no moment when a lease is on its way to nobody. When no waiter
+// is parked, the holder releases to Redis as usual.
 
-// handOff passes lease, with the local lock of e held by its releaser, to a
-// waiter parked on e, if handoff is on, fewer than k handoffs were made in a
-// row, and the lease still holds its lock. It reports whether the lease went.
-//
-// A lease that no longer holds its lock (core.Lease.Lost: its validity
-// passed, an Extend found the key gone, or its watchdog gave up while Redis
-// was unreachable) is not passed on: the caller releases it through next,
-// whose compare-and-delete removes its key if the key still holds its token.
-// Should the lease be lost between this check and the waiter's takeover,
-// core.Lease.Handoff refuses it and deletes its key, and the waiter takes the
-// lock in Redis (see takeOver).
-func (g *Guard) handOff(lease *core.Lease, e *entry) bool {
-	if e.pass == nil || e.streak >= g.cfg.handoff || lease.Lost() {
+// Pass hands lease, the Redis lock of the turn's holder, to a goroutine
+// parked on the same local lock, with the local lock, if handoff is on and
+// fewer than k handoffs were made in a row; it reports whether the lease
+// went. After true the turn is over: the receiver holds the local lock.
+func (t *turn) Pass(lease *core.Lease) bool {
+	if t.ended {
+		return false
+	}
+	t.settle(lease)
+	e := t.e
+	if e.pass == nil || e.streak >= t.g.cfg.handoff {
 		return false
 	}
 	e.streak++ // the receiver reads it after the send
 	select {
 	case e.pass <- lease:
+		t.end() // the local lock went with the lease
 		return true
 	default:
 		e.streak--
@@ -46,30 +45,24 @@ func (g *Guard) handOff(lease *core.Lease, e *entry) bool {
 	}
 }
 
-// passFor returns the channel on which the waiter of req may be handed a
-// lease: e's, or nil (never ready) when handoff is off or when Handoff would
-// refuse req's TTL, which would strand the lock in Redis with nobody to
-// release it.
-func (g *Guard) passFor(req *core.Request, e *entry) <-chan *core.Lease {
-	if req.TTL < time.Millisecond || req.TTL > core.MaxTTL {
-		return nil
+// settle learns, at the end of the turn, whether the lease handed over at
+// Enter was taken over: the Locker takes a lock over with the lease's own
+// token, and acquires in Redis (with a new token) when it cannot, because the
+// lease was lost meanwhile or belongs to another Locker sharing the Guard
+// (which then releases it in its own Redis). A takeover counts as a handoff;
+// a lock taken in Redis starts a new streak. lease is the turn's own lease,
+// nil when the Locker ends the turn without one (a failed acquire, or the
+// release of a lost lease, which is not handed on).
+func (t *turn) settle(lease *core.Lease) {
+	if t.settled || t.passed == nil {
+		return
 	}
-	return e.pass
-}
-
-// takeOver makes prev, handed off to the waiter of req, the waiter's own
-// lease. It reports ok false, with no error, when prev's lock was lost in the
-// meantime: the caller then takes the lock in Redis. On other errors (the
-// context ended or Redis failed during a refreshing extend) Handoff has
-// removed the lock from Redis.
-func (g *Guard) takeOver(ctx context.Context, req *core.Request, prev *core.Lease) (lease *core.Lease, ok bool, err error) {
-	lease, err = prev.Handoff(ctx, req)
+	t.settled = true
 	switch {
-	case err == nil:
-		g.handoffs.Add(1)
-		return lease, true, nil
-	case errors.Is(err, core.ErrNotHeld):
-		return nil, false, nil
+	case lease != nil && lease.Token() == t.passed.Token():
+		t.g.handoffs.Add(1)
+	case lease != nil:
+		t.e.streak = 0 // taken in Redis after all
+		t.g.refused.Add(1)
 	}
-	return nil, false, err
 }

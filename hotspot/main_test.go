@@ -68,8 +68,8 @@ type instance struct {
 // fastSpin keeps contended tests short.
 var fastSpin = core.WithSpin(time.Millisecond, time.Millisecond)
 
-// newInstance builds an instance on the shared server. The Guard comes first
-// in the chain, before any handlers in opts.
+// newInstance builds an instance on the shared server, with the Guard in its
+// Locker's local-queue slot (through core.WithHandlers, as users write it).
 func newInstance(t testing.TB, guardOpts []hotspot.Option, opts ...core.Option) *instance {
 	t.Helper()
 	c := shared.Client(t)

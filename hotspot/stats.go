@@ -14,8 +14,12 @@ type Stats struct {
 	Bypasses int64
 	// Evictions counts idle local locks dropped to make room for others.
 	Evictions int64
-	// Handoffs counts leases passed from a releasing holder to a local
-	// waiter without a release and a re-acquire in Redis.
+	// Handoffs counts the locks that a local waiter took over from the
+	// releasing holder before it (WithHandoff), without a release and a
+	// re-acquire in Redis. A handoff is counted when the lease that took the
+	// lock over is released holding it; a lease given to a waiter that could
+	// not take it over (it was lost meanwhile, or belongs to another Locker
+	// sharing the Guard) is not counted.
 	Handoffs int64
 	// Size is the number of local locks of hot names the Guard keeps now,
 	// in use or idle, at most its capacity. Tentative local locks (see the
@@ -32,19 +36,5 @@ func (g *Guard) Stats() Stats {
 		Evictions: evictions,
 		Handoffs:  g.handoffs.Load(),
 		Size:      size,
-	}
-}
-
-// Counters returns the Guard's counters by name, for exporters: "hits",
-// "bypasses", "evictions" and "handoffs" (cumulative) and "size" (current),
-// as in Stats.
-func (g *Guard) Counters() map[string]int64 {
-	s := g.Stats()
-	return map[string]int64{
-		"hits":      s.Hits,
-		"bypasses":  s.Bypasses,
-		"evictions": s.Evictions,
-		"handoffs":  s.Handoffs,
-		"size":      int64(s.Size),
 	}
 }

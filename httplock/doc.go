@@ -2,7 +2,12 @@
 // routers built on it (chi, gorilla/mux): it derives a lock name from the
 // request, takes the lock, calls the next handler and releases the lock.
 //
-// The route is the Go 1.22 ServeMux pattern (Request.Pattern) and path
+// # Where it goes
+//
+// The middleware must run after the router has matched the request: the
+// route template and the path parameters are known only then.
+//
+// With the Go 1.22 ServeMux, the route is Request.Pattern and path
 // parameters are Request.PathValue, which ServeMux sets before it calls the
 // handler registered for the pattern: wrap the handlers you register, not
 // the mux.
@@ -11,18 +16,65 @@
 //	lock := httplock.New(locker, key)
 //	mux.Handle("POST /orders/{id}/pay", lock(pay))
 //
-// Routers that keep path parameters and route templates elsewhere (chi,
-// gorilla/mux) pass them with WithPathParam and WithRoute; Request.Pattern
-// is empty there.
+// With chi, use r.With (or r.Use inside r.Route, once the outer pattern has
+// matched), never a top-level r.Use: chi runs r.Use middleware before it
+// routes, so the route and its parameters are not known yet there, and every
+// request would be answered 400 (the answer says so: ErrRouteUnknown).
+// WithRoute and WithPathParam read chi's own routing context:
+//
+//	import (
+//		"github.com/go-chi/chi/v5"
+//		"github.com/reqlock/reqlock/httplock"
+//	)
+//
+//	lock := httplock.New(locker, key,
+//		httplock.WithRoute(func(r *http.Request) string { return chi.RouteContext(r.Context()).RoutePattern() }),
+//		httplock.WithPathParam(chi.URLParam))
+//	r := chi.NewRouter()
+//	r.With(lock).Post("/orders/{id}/pay", pay)
+//	// or: r.Route("/orders/{id}", func(r chi.Router) { r.Use(lock); r.Post("/pay", pay) })
+//	// (the route label is then the pattern matched so far, "/orders/{id}/*")
+//
+// With gorilla/mux, which matches the route before it calls middleware,
+// wrap a route's handler or use Router.Use (of a subrouter, for the routes
+// that have the parameter):
+//
+//	import (
+//		"github.com/gorilla/mux"
+//		"github.com/reqlock/reqlock/httplock"
+//	)
+//
+//	lock := httplock.New(locker, key,
+//		httplock.WithRoute(func(r *http.Request) string { t, _ := mux.CurrentRoute(r).GetPathTemplate(); return t }),
+//		httplock.WithPathParam(func(r *http.Request, name string) string { return mux.Vars(r)[name] }))
+//	r := mux.NewRouter()
+//	r.Handle("/orders/{id}/pay", lock(pay)).Methods(http.MethodPost)
+//
+// A key that uses neither {route} nor {param.X} (headers, query parameters,
+// body fields) needs no routing, and works anywhere in the chain, chi's
+// r.Use included.
+//
+// For a {field.X} key the middleware reads the JSON body itself, up to
+// WithMaxBody, and puts it back, so the next handler reads the whole body as
+// usual; middleware before it that reads the body must put it back too.
+// Bounding the time and size of a request body is the server's job
+// (http.Server's ReadTimeout, http.MaxBytesReader): WithMaxBody only bounds
+// what the middleware reads to find the field.
+//
+// # Answers
 //
 // The answers are those of ginlock: 400 with a JSON error naming a missing or
 // unreadable part, 409 with Retry-After when the name stayed busy, 503 when
 // Redis is unavailable (unless WithFailOpen) or the request's deadline passed
-// while waiting, 500 for set-up mistakes, and a bare 499 when the client went
-// away. WithErrorHandler and WithBusyHandler replace them; the next handler
-// is never called after a failure, whatever they do. Only WithFailOpen (or
-// WithFailOpenHook, which also reports the storage error) calls it unlocked,
-// and only when Redis is unavailable.
+// while waiting, 500 when the key Func fails otherwise, and a bare 499 when
+// the client went away. WithErrorHandler and WithBusyHandler replace them;
+// the next handler is never called after a failure, whatever they do. Only
+// WithFailOpen (or WithFailOpenHook, which also reports the storage error)
+// calls it unlocked, and only when Redis is unavailable.
+//
+// Set-up mistakes — an invalid option, a nil Locker or Func, a Locker whose
+// Err is not nil — are not answered at all: New panics with an error listing
+// them, at start-up. Check returns that error instead.
 //
 // WithWait and WithTTL set the wait budget and TTL per route; a per-request
 // value wins over them (see Option): WithTTLFunc, or core.ContextWithTTL and
@@ -30,11 +82,14 @@
 // The wait bounds the waiting for another holder, not a Redis call, which
 // ends at the Locker's I/O timeout.
 //
+// # The handler's side
+//
 // The next handler gets a copy of the request whose context carries the
 // lease (Lease returns it), is cancelled when the lease is lost (cause
 // wrapping core.ErrNotHeld), and makes the Locker's Acquire of the same name
 // reentrant; the caller's request keeps its own context. Reentrancy goes by
 // context, not by goroutine: only code given that context (or one derived
-// from it) shares the lease. A JSON body read by keyfunc.Field is put back
-// for the handler. The lock is released when the handler returns or panics.
+// from it) shares the lease. The lock is released when the handler returns
+// or panics. The route labels the acquire for telemetry (core.Route); lock
+// names never do.
 package httplock

@@ -89,7 +89,7 @@ func TestAnswers(t *testing.T) {
 		{"redis down", httplock.New(dead.Locker, orderKey), nil, "/orders/1", 503, false, "unavailable"},
 		{"fail open", httplock.New(dead.Locker, orderKey, httplock.WithFailOpen()), nil, "/orders/1", 200, true, ""},
 		{"client gone", httplock.New(e.Locker, orderKey), gone, "/orders/" + id, 499, false, ""},
-		{"bad option", httplock.New(e.Locker, orderKey, httplock.WithTTL(-1)), nil, "/orders/1", 500, false, "internal error"},
+		{"bad key func", httplock.New(e.Locker, keyfunc.Param("")), nil, "/orders/1", 500, false, "internal error"},
 		{"locked", httplock.New(e.Locker, orderKey), nil, "/orders/free" + id, 200, true, "locked"},
 	} {
 		ran.Store(0)
@@ -139,11 +139,8 @@ func TestCustomHandlersAndPathParam(t *testing.T) {
 
 func TestBodyPanicLostLeaseAndRoute(t *testing.T) {
 	adaptertest.LeakCheck(t)
-	var route atomic.Value
-	e := adaptertest.NewEnv(t, nil, core.WithHandlers(core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-		route.Store(req.Route)
-		return next(ctx, req)
-	}}))
+	var route adaptertest.Routes
+	e := adaptertest.NewEnv(t, nil, core.WithHandlers(route.Handler()))
 	id := adaptertest.Uniq(t)
 
 	// The body read for the name is the handler's too.
@@ -154,8 +151,8 @@ func TestBodyPanicLostLeaseAndRoute(t *testing.T) {
 	if w := do(h, context.Background(), "/orders/1", `{"id":"`+id+`"}`); w.Body.String() != keyfunc.Escape(id)+`|{"id":"`+id+`"}` {
 		t.Fatalf("body: %q", w.Body)
 	}
-	if route.Load() != "POST /orders/{id}" {
-		t.Fatalf("Request.Route = %q", route.Load())
+	if route.Last() != "POST /orders/{id}" {
+		t.Fatalf("Request.Route = %q", route.Last())
 	}
 
 	// Released after a panic.
@@ -192,8 +189,8 @@ func TestCustomHandlersNeverCallNext(t *testing.T) {
 	}{
 		"busy handler":             {httplock.New(e.Locker, orderKey, httplock.WithWait(0), httplock.WithBusyHandler(silent)), "/orders/" + id},
 		"error handler, busy":      {httplock.New(e.Locker, orderKey, httplock.WithWait(0), httplock.WithErrorHandler(silent)), "/orders/" + id},
-		"error handler, bad key":   {httplock.New(e.Locker, keyfunc.Header("X-Tenant"), httplock.WithErrorHandler(silent)), "/orders/1"},
-		"error handler, bad setup": {httplock.New(e.Locker, orderKey, httplock.WithTTL(-1), httplock.WithErrorHandler(silent)), "/orders/1"},
+		"error handler, no tenant": {httplock.New(e.Locker, keyfunc.Header("X-Tenant"), httplock.WithErrorHandler(silent)), "/orders/1"},
+		"error handler, bad key":   {httplock.New(e.Locker, keyfunc.Param(""), httplock.WithErrorHandler(silent)), "/orders/1"},
 	} {
 		var ran atomic.Bool
 		do(mux(tc.mw, func(http.ResponseWriter, *http.Request) { ran.Store(true) }), context.Background(), tc.path, "")
@@ -226,11 +223,8 @@ func TestCallerKeepsItsRequestContext(t *testing.T) {
 // gorilla/mux) gives the route with WithRoute and path parameters with
 // WithPathParam; the route is the {route} part and the telemetry label.
 func TestWithRouteForOtherRouters(t *testing.T) {
-	var label atomic.Value
-	e := adaptertest.NewEnv(t, nil, core.WithHandlers(core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-		label.Store(req.Route)
-		return next(ctx, req)
-	}}))
+	var label adaptertest.Routes
+	e := adaptertest.NewEnv(t, nil, core.WithHandlers(label.Handler()))
 	key := must(keyfunc.Template("{route}|{param.id}"))
 	mw := httplock.New(e.Locker, key,
 		httplock.WithRoute(func(*http.Request) string { return "/orders/{id}" }),
@@ -238,8 +232,8 @@ func TestWithRouteForOtherRouters(t *testing.T) {
 	var name string
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { name = httplock.Lease(r).Name() }))
 	do(h, context.Background(), "/orders/7", "") // no ServeMux: r.Pattern is ""
-	if name != "/orders/%7Bid%7D|7" || label.Load() != "/orders/{id}" {
-		t.Fatalf("name %q, route label %q", name, label.Load())
+	if name != "/orders/%7Bid%7D|7" || label.Last() != "/orders/{id}" {
+		t.Fatalf("name %q, route label %q", name, label.Last())
 	}
 }
 
@@ -296,6 +290,32 @@ func TestTTLPrecedence(t *testing.T) {
 			t.Errorf("%s (context TTL %v): PTTL %v, want in [%v, %v]", tc.path, tc.ctxTTL, pttl, tc.min, tc.max)
 		}
 	}
+}
+
+// TestInvalidSetupPanicsAtNew: a wrong set-up fails once, when the
+// middleware is built, with an error that names every problem; Check returns
+// it without panicking.
+func TestInvalidSetupPanicsAtNew(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	opts := []httplock.Option{httplock.WithWait(-time.Second), httplock.WithRoute(nil), httplock.WithPathParam(nil), nil,
+		httplock.WithTTLFunc(nil), httplock.WithErrorHandler(nil), httplock.WithRetryAfter(-1)}
+	err := httplock.Check(e.Locker, nil, opts...)
+	if !errors.Is(err, core.ErrInvalidOption) || !strings.HasPrefix(err.Error(), "httplock: ") {
+		t.Fatalf("Check: %v, want an httplock error wrapping ErrInvalidOption", err)
+	}
+	for _, want := range []string{"WithWait(-1s)", "WithRoute: nil function", "WithPathParam: nil function", "option 3 is nil",
+		"WithTTLFunc: nil function", "WithErrorHandler: nil function", "WithRetryAfter(-1ns)", "key Func is nil"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+	defer func() {
+		if p, ok := recover().(error); !ok || p.Error() != err.Error() {
+			t.Fatalf("New panicked with %v, want %v", p, err)
+		}
+	}()
+	httplock.New(e.Locker, nil, opts...)
+	t.Fatal("New did not panic")
 }
 
 func must[T any](v T, err error) T {

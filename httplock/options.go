@@ -7,7 +7,8 @@ import (
 	"github.com/reqlock/reqlock/internal/adapter"
 )
 
-// Option configures the middleware.
+// Option configures the middleware. An invalid one makes New panic (see
+// Check).
 //
 // Per-request settings win over per-route ones, which win over the
 // Locker's. The TTL of a lock is WithTTLFunc's result when positive, else a
@@ -18,72 +19,49 @@ import (
 type Option func(*config)
 
 type config struct {
-	adapter.Config
-	ttlFunc    func(*http.Request) time.Duration
-	onError    func(http.ResponseWriter, *http.Request, error)
-	onBusy     func(http.ResponseWriter, *http.Request, error)
-	onFailOpen func(*http.Request, error)
-	skip       func(*http.Request) bool
-	route      func(*http.Request) string
-	pathParam  func(r *http.Request, name string) string
-	maxBody    int64
+	adapter.Config[exchange]
+	route     func(*http.Request) string
+	pathParam func(r *http.Request, name string) string
 }
 
 // WithTTL sets the TTL of the locks this middleware takes (per route),
-// instead of the Locker's. A per-request TTL (WithTTLFunc, or
-// core.ContextWithTTL set by an earlier middleware) overrides it.
-func WithTTL(ttl time.Duration) Option {
-	return func(c *config) { c.TTL = ttl }
-}
+// instead of the Locker's; 0 keeps the Locker's. A per-request TTL
+// (WithTTLFunc, or core.ContextWithTTL set by an earlier middleware)
+// overrides it. A TTL outside [1ms, core.MaxTTL] is invalid.
+func WithTTL(ttl time.Duration) Option { return func(c *config) { c.SetTTL(ttl) } }
 
 // WithTTLFunc sets a per-request TTL: f's result when positive, else the
 // TTL on the request context (core.ContextWithTTL), WithTTL's or the
 // Locker's. Use it for requests known to be slow.
 func WithTTLFunc(f func(r *http.Request) time.Duration) Option {
-	return func(c *config) {
-		if f == nil {
-			c.Invalid("httplock: WithTTLFunc: nil function")
-		}
-		c.ttlFunc = f
-	}
+	return func(c *config) { c.SetTTLFunc(ofRequest(f)) }
 }
 
 // WithWait sets the wait budget of these routes, instead of the Locker's
 // (core.WithWait): how long a request waits for a busy name before it is
 // answered 409. It may be longer or shorter than the Locker's; 0 means one
-// attempt, no waiting. The request's deadline cuts it; a wait set on the
-// request context by an earlier middleware (core.ContextWithWait) overrides
-// it. It bounds the waiting for another holder only: a Redis call in flight
-// ends at the Locker's I/O timeout, so a stalled Redis is answered 503 (or
-// fails open), never 409.
-func WithWait(wait time.Duration) Option {
-	return func(c *config) { c.Wait, c.WaitSet = wait, true }
-}
+// attempt, no waiting; a negative wait is invalid. The request's deadline
+// cuts it; a wait set on the request context by an earlier middleware
+// (core.ContextWithWait) overrides it. It bounds the waiting for another
+// holder only: a Redis call in flight ends at the Locker's I/O timeout, so a
+// stalled Redis is answered 503 (or fails open), never 409.
+func WithWait(wait time.Duration) Option { return func(c *config) { c.SetWait(wait) } }
 
 // WithRetryAfter sets the Retry-After header of the default busy answer, in
 // whole seconds rounded up (default 1 s).
-func WithRetryAfter(d time.Duration) Option {
-	return func(c *config) { c.RetryAfter = d }
-}
+func WithRetryAfter(d time.Duration) Option { return func(c *config) { c.SetRetryAfter(d) } }
 
 // WithFailOpen calls the next handler without a lock when Redis is
 // unavailable (core.ErrStorage only), instead of answering 503; Lease then
 // returns nil. The storage error is dropped: use WithFailOpenHook to see it.
 // Choose it only for routes where a duplicate run is cheaper than an outage.
-func WithFailOpen() Option {
-	return func(c *config) { c.FailOpen = true }
-}
+func WithFailOpen() Option { return func(c *config) { c.SetFailOpen() } }
 
 // WithFailOpenHook is WithFailOpen, and calls f with the storage error
 // before the next handler runs unlocked, to log or count the requests that
 // ran without a lock. f must not write the response.
 func WithFailOpenHook(f func(r *http.Request, err error)) Option {
-	return func(c *config) {
-		if f == nil {
-			c.Invalid("httplock: WithFailOpenHook: nil function")
-		}
-		c.FailOpen, c.onFailOpen = true, f
-	}
+	return func(c *config) { c.SetFailOpenHook(ofRequestErr(f)) }
 }
 
 // WithErrorHandler replaces the answers to every failure except a gone
@@ -91,47 +69,33 @@ func WithFailOpenHook(f func(r *http.Request, err error)) Option {
 // the next handler is not called, whatever f does. A busy name goes to the
 // busy handler if one is set.
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
-	return func(c *config) {
-		if f == nil {
-			c.Invalid("httplock: WithErrorHandler: nil function")
-		}
-		c.onError = f
-	}
+	return func(c *config) { c.SetErrorHandler(ofExchange(f)) }
 }
 
 // WithBusyHandler replaces the answer to a name that stayed busy for the
 // whole wait budget (err wraps core.ErrTimeout); the next handler is not
 // called.
 func WithBusyHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
-	return func(c *config) {
-		if f == nil {
-			c.Invalid("httplock: WithBusyHandler: nil function")
-		}
-		c.onBusy = f
-	}
+	return func(c *config) { c.SetBusyHandler(ofExchange(f)) }
 }
 
 // WithSkip passes requests for which f returns true to the next handler
 // without a lock.
 func WithSkip(f func(r *http.Request) bool) Option {
-	return func(c *config) {
-		if f == nil {
-			c.Invalid("httplock: WithSkip: nil function")
-		}
-		c.skip = f
-	}
+	return func(c *config) { c.SetSkip(ofRequest(f)) }
 }
 
 // WithRoute sets how to find the route template of a request, instead of
 // Request.Pattern, which only ServeMux sets: for chi,
 // chi.RouteContext(r.Context()).RoutePattern(); for gorilla/mux, the
-// current route's GetPathTemplate. The route is the {route} key part and
-// labels the acquire for telemetry (core.ContextWithRoute), so it must be a
-// template ("/orders/{id}"), never a raw path with ids in it.
+// current route's GetPathTemplate (see the package documentation). The
+// route is the {route} key part and labels the acquire for telemetry
+// (core.Route), so it must be a template ("/orders/{id}"), never a raw path
+// with ids in it.
 func WithRoute(f func(r *http.Request) string) Option {
 	return func(c *config) {
 		if f == nil {
-			c.Invalid("httplock: WithRoute: nil function")
+			c.Invalid("WithRoute: nil function")
 		}
 		c.route = f
 	}
@@ -142,7 +106,7 @@ func WithRoute(f func(r *http.Request) string) Option {
 func WithPathParam(f func(r *http.Request, name string) string) Option {
 	return func(c *config) {
 		if f == nil {
-			c.Invalid("httplock: WithPathParam: nil function")
+			c.Invalid("WithPathParam: nil function")
 		}
 		c.pathParam = f
 	}
@@ -150,11 +114,27 @@ func WithPathParam(f func(r *http.Request, name string) string) Option {
 
 // WithMaxBody bounds the body read to find a JSON field (default
 // keyfunc.DefaultMaxBody); a larger body is answered 400.
-func WithMaxBody(n int64) Option {
-	return func(c *config) {
-		if n <= 0 {
-			c.Invalid("httplock: WithMaxBody(%d): must be positive", n)
-		}
-		c.maxBody = n
+func WithMaxBody(n int64) Option { return func(c *config) { c.SetMaxBody(n) } }
+
+// ofRequest, ofRequestErr and ofExchange give the options' functions the
+// exchange the flow passes; nil stays nil, for the options' checks.
+func ofRequest[T any](f func(*http.Request) T) func(exchange) T {
+	if f == nil {
+		return nil
 	}
+	return func(x exchange) T { return f(x.r) }
+}
+
+func ofRequestErr(f func(*http.Request, error)) func(exchange, error) {
+	if f == nil {
+		return nil
+	}
+	return func(x exchange, err error) { f(x.r, err) }
+}
+
+func ofExchange(f func(http.ResponseWriter, *http.Request, error)) func(exchange, error) {
+	if f == nil {
+		return nil
+	}
+	return func(x exchange, err error) { f(x.w, x.r, err) }
 }

@@ -97,10 +97,10 @@ func benchSlog(*testing.B) []core.Handler {
 }
 
 // BenchmarkHandlerAlone measures the handlers' own cost per acquire+release,
-// without Redis: the handler's Acquire and Release are called directly around
-// links that return at once (with a lease taken once from Redis beforehand).
-// It explains the differences seen by BenchmarkHandler, where the two round
-// trips dominate and vary.
+// without Redis: the observer methods are called directly with the events
+// the Locker would give them (and a lease taken once from Redis
+// beforehand). It explains the differences seen by BenchmarkHandler, where
+// the two round trips dominate and vary.
 //
 //	go test ./otel -run '^$' -bench HandlerAlone -count 6 | tee alone.txt
 //	benchstat -col /chain alone.txt
@@ -114,25 +114,23 @@ func BenchmarkHandlerAlone(b *testing.B) {
 		{"chain=slog", benchSlog},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			h := c.handlers(b)[0]
+			o := c.handlers(b)[0].(core.Observer)
 			lease, err := core.New(adaptertest.Shared.Client(b)).Acquire(context.Background(), "bench-alone:"+c.name)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer lease.Release(context.Background())
 			ctx := core.ContextWithRoute(context.Background(), route)
-			acquired := func(context.Context, *core.Request) (*core.Lease, error) { return lease, nil }
-			released := func(context.Context, *core.Lease) error { return nil }
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				req := &core.Request{Name: lease.Name(), Key: lease.Key(), Route: route, TTL: core.DefaultTTL, Start: time.Now(), Attempts: 1}
-				if _, err := h.Acquire(ctx, req, acquired); err != nil {
-					b.Fatal(err)
-				}
-				if err := h.Release(ctx, lease, released); err != nil {
-					b.Fatal(err)
-				}
+				start := time.Now()
+				lo := o.ObserveAcquire(ctx, core.AcquireEvent{
+					Name: lease.Name(), Key: lease.Key(), Route: route, TTL: core.DefaultTTL,
+					Start: start, End: time.Now(), Attempts: 1, Outcome: core.OutcomeAcquired, Lease: lease,
+				})
+				released := time.Now()
+				lo.ObserveRelease(ctx, core.ReleaseEvent{Lease: lease, Start: released, End: time.Now(), Outcome: core.OutcomeReleased})
 			}
 		})
 	}

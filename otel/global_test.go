@@ -13,6 +13,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/hotspot"
 	"github.com/reqlock/reqlock/internal/adaptertest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
@@ -54,7 +55,7 @@ func TestGlobalProviders(t *testing.T) {
 func TestNoopProviders(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	h := lockotel.New(lockotel.WithTracerProvider(tracenoop.NewTracerProvider()), lockotel.WithMeterProvider(metricnoop.NewMeterProvider()),
-		lockotel.WithGuard(guard{map[string]int64{"size": 1}}))
+		lockotel.WithGuard(guard{hotspot.Stats{Size: 1}}))
 	defer h.Close()
 	lockUnlock(t, h)
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/hotspot"
 )
 
 // ScopeName is the instrumentation scope of the Handler's tracer and meter.
@@ -19,19 +20,18 @@ const ScopeName = "github.com/reqlock/reqlock/otel"
 
 // Span names.
 const (
-	SpanAcquire = "reqlock.acquire" // one per acquire that reaches the handler
-	SpanRelease = "reqlock.release" // one per release of a lease the handler saw acquired
+	SpanAcquire = "reqlock.acquire" // one per acquire the Locker reports to its Observers
+	SpanRelease = "reqlock.release" // one per end of a lease whose acquire the Handler saw
 )
 
 // Handler traces and measures lock acquires and releases. It is a
-// core.Handler: give it to core.WithHandlers first, before a hotspot Guard,
-// so that it sees the whole acquire, local wait included, and every release.
-// After a Guard with local handoff (core.WithHandlers(guard, handler)) it
-// misses the acquires served by a handoff and the releases that hand a lease
-// off, and reqlock.leases.held drifts up by one per handoff: see the package
-// documentation. It is safe for concurrent use. It keeps per-lease state on
-// the Lease; its only state of its own is a bounded cache of the attribute
-// sets of each route and outcome.
+// core.Observer: the Locker tells it of every acquire once it has ended,
+// local wait and local handoffs included, and of the end of every lease it
+// saw acquired, wherever it stands among the options. Give it to
+// core.WithObservers, or to core.WithHandlers, which puts it in the same
+// slot. It is safe for concurrent use. Its per-lease state lives in the
+// core.LeaseObserver it returns for each lease; its only state of its own is
+// a bounded cache of the attribute sets of each route and outcome.
 type Handler struct {
 	tracer trace.Tracer
 	ins    instruments
@@ -40,6 +40,11 @@ type Handler struct {
 	closeOnce sync.Once
 	reg       metric.Registration // of WithGuard's callback, or nil
 }
+
+var (
+	_ core.Observer = (*Handler)(nil)
+	_ core.Handler  = (*Handler)(nil)
+)
 
 // New returns a Handler that takes its tracer and meter, named ScopeName with
 // the instrumentation version Version(), from the providers of
@@ -63,7 +68,7 @@ func New(opts ...Option) *Handler {
 	meter := cfg.mp.Meter(ScopeName, metric.WithInstrumentationVersion(version))
 	tracer := cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version))
 	h := &Handler{tracer: tracer, ins: newInstruments(meter)}
-	if cfg.guard != nil {
+	if g, ok := cfg.guard.(*hotspot.Guard); cfg.guard != nil && (!ok || g != nil) {
 		reg, err := observeGuard(meter, cfg.guard)
 		if err != nil {
 			otel.Handle(err)
@@ -86,124 +91,109 @@ func (h *Handler) Close() error {
 	return err
 }
 
-// leaseState is what the Handler keeps on a Lease between its acquire and
-// its release, under the Handler itself as the key.
-type leaseState struct {
+// ObserveAcquire records an acquire that has ended: a reqlock.acquire span, a
+// child of the span in ctx, from the call of Locker.Acquire (e.Start) to its
+// return (e.End), and the acquire metrics. For an acquired lock it counts
+// the lease as held and returns the state its release needs.
+func (h *Handler) ObserveAcquire(ctx context.Context, e core.AcquireEvent) core.LeaseObserver {
+	r := describeAcquire(e.Outcome)
+	route := h.cache.get(e.Route, "", "")
+	wait := e.End.Sub(e.Start).Seconds()
+	_, span := h.tracer.Start(ctx, SpanAcquire,
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithTimestamp(e.Start),
+		route.span)
+	if span.IsRecording() {
+		kv := make([]attribute.KeyValue, 0, 6)
+		kv = append(kv, OutcomeKey.String(r.outcome), AttemptsKey.Int(e.Attempts), WaitKey.Float64(wait))
+		if e.LocalWait > 0 {
+			kv = append(kv, LocalWaitKey.Float64(e.LocalWait.Seconds()))
+		}
+		if e.HandedOver {
+			kv = append(kv, HandedOffKey.Bool(true))
+		}
+		setResult(span, kv, r)
+	}
+	span.End(trace.WithTimestamp(e.End))
+
+	result := h.cache.get(e.Route, r.outcome, r.errType)
+	h.ins.acquireDuration.Record(ctx, wait, result.record...)
+	h.ins.attempts.Add(ctx, int64(e.Attempts), result.add...)
+	h.ins.acquires.Add(ctx, 1, result.add...)
+	if e.Lease == nil {
+		return nil
+	}
+	h.ins.held.Add(ctx, 1, route.add...)
+	return &leaseSpan{h: h, acquired: e.End, route: e.Route, attrs: route, span: span.SpanContext()}
+}
+
+// leaseSpan is what the Handler keeps of a lease between its acquire and its
+// end.
+type leaseSpan struct {
+	h        *Handler
 	acquired time.Time
 	route    string
 	attrs    *attrs // of the route alone
 	span     trace.SpanContext
 }
 
-// Acquire runs next inside a reqlock.acquire span, a child of the span in
-// ctx, and records the acquire metrics. Should next panic, the span ends
-// with error.type _OTHER and status Error, the metrics record the failure,
-// and the panic goes on up the stack.
-func (h *Handler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-	route := h.cache.get(req.Route, "", "")
-	ctx, span := h.tracer.Start(ctx, SpanAcquire,
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithTimestamp(req.Start),
-		route.span)
-	returned := false
-	defer func() {
-		if !returned { // next panicked: record it, and let the panic go on
-			h.acquired(ctx, span, req, route, nil, errPanicked)
-		}
-	}()
-	lease, err := next(ctx, req)
-	returned = true
-	h.acquired(ctx, span, req, route, lease, err)
-	return lease, err
-}
-
-// acquired ends the acquire span and records the acquire metrics of an
-// acquire of req that returned lease and err; it counts lease as held.
-func (h *Handler) acquired(ctx context.Context, span trace.Span, req *core.Request, route *attrs, lease *core.Lease, err error) {
-	end := time.Now()
-	wait := end.Sub(req.Start).Seconds()
-	outcome, errType := acquireOutcome(err)
-	if span.IsRecording() {
-		kv := make([]attribute.KeyValue, 0, 5)
-		kv = append(kv, OutcomeKey.String(outcome), AttemptsKey.Int(req.Attempts), WaitKey.Float64(wait))
-		if req.LocalWait > 0 {
-			kv = append(kv, LocalWaitKey.Float64(req.LocalWait.Seconds()))
-		}
-		setResult(span, kv, errType, err)
-	}
-	span.End(trace.WithTimestamp(end))
-
-	result := h.cache.get(req.Route, outcome, errType)
-	h.ins.acquireDuration.Record(ctx, wait, result.record...)
-	h.ins.attempts.Add(ctx, int64(req.Attempts), result.add...)
-	h.ins.acquires.Add(ctx, 1, result.add...)
-	if err == nil && lease != nil {
-		h.ins.held.Add(ctx, 1, route.add...)
-		lease.SetValue(h, &leaseState{acquired: end, route: req.Route, attrs: route, span: span.SpanContext()})
-	}
-}
-
-// Release runs next inside a reqlock.release span, a child of the span in
-// ctx and linked to the lease's reqlock.acquire span, and records the hold
-// time. A lease the Handler did not see acquired passes through untouched.
-// Whether the lease was lost is read before next runs (core.Lease.Lost), so
-// that a lease given up by its watchdog is recorded as lost even when the
-// release then finds its key and deletes it. Should next panic, the span
-// ends with error.type _OTHER and status Error, the lease stops counting as
-// held (core ends it), and the panic goes on up the stack.
-func (h *Handler) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
-	st, _ := lease.Value(h).(*leaseState)
-	if st == nil {
-		return next(ctx, lease)
-	}
-	before := leaseBefore(lease)
+// ObserveRelease records the end of the lease: a reqlock.release span, a
+// child of the span in ctx (the context given to Release) linked to the
+// lease's reqlock.acquire span, from the call of Release to its return, the
+// hold time, and one lease less held. A lease that lost its lock before its
+// release (core.Outcome.Lost) is recorded as lost even when the release then
+// found its key and deleted it; a lease handed to a local waiter is
+// released, with reqlock.handed_off=true on the span.
+func (l *leaseSpan) ObserveRelease(ctx context.Context, e core.ReleaseEvent) {
+	h := l.h
+	r := describe(e.Outcome)
+	hold := e.End.Sub(l.acquired).Seconds()
 	link := trace.WithLinks() // none when the acquire span was not sampled
-	if st.span.IsValid() {
-		link = trace.WithLinks(trace.Link{SpanContext: st.span})
+	if l.span.IsValid() {
+		link = trace.WithLinks(trace.Link{SpanContext: l.span})
 	}
-	ctx, span := h.tracer.Start(ctx, SpanRelease,
+	_, span := h.tracer.Start(ctx, SpanRelease,
 		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithTimestamp(before.start),
-		st.attrs.span,
+		trace.WithTimestamp(e.Start),
+		l.attrs.span,
 		link)
-	returned := false
-	defer func() {
-		if !returned { // next panicked: record it, and let the panic go on
-			h.released(ctx, span, st, before, errPanicked)
+	if span.IsRecording() {
+		kv := make([]attribute.KeyValue, 0, 4)
+		kv = append(kv, OutcomeKey.String(r.outcome), HoldKey.Float64(hold))
+		if e.Outcome == core.OutcomeHandedOff {
+			kv = append(kv, HandedOffKey.Bool(true))
 		}
-	}()
-	err := next(ctx, lease)
-	returned = true
-	h.released(ctx, span, st, before, err)
+		setResult(span, kv, r)
+	}
+	span.End(trace.WithTimestamp(e.End))
+
+	h.ins.holdDuration.Record(ctx, hold, h.cache.get(l.route, r.outcome, r.errType).record...)
+	h.ins.held.Add(ctx, -1, l.attrs.add...)
+}
+
+// setResult sets the attributes kv on span, and marks it as failed when r is
+// a failure, following the contrib rules: the error.type attribute, and
+// status Error with a description. The description is the kind of the
+// error, never its text (which names the lock); no exception event is
+// recorded for the same reason.
+func setResult(span trace.Span, kv []attribute.KeyValue, r result) {
+	if r.errType != "" {
+		kv = append(kv, ErrorTypeKey.String(r.errType))
+		span.SetStatus(codes.Error, r.status)
+	}
+	span.SetAttributes(kv...)
+}
+
+// Acquire calls next and returns its error. core.WithHandlers puts a Handler
+// in the Locker's observer slot, where the Locker calls ObserveAcquire; this
+// method and Release only make the Handler a core.Handler, so that it can be
+// given to core.WithHandlers.
+func (h *Handler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+	_, err := next(ctx, req)
 	return err
 }
 
-// released ends the release span and records the hold of a lease, in state
-// before when its release started, whose release returned err.
-func (h *Handler) released(ctx context.Context, span trace.Span, st *leaseState, before leaseAtRelease, err error) {
-	end := time.Now()
-	hold := end.Sub(st.acquired).Seconds()
-	outcome, errType := releaseOutcome(err, before)
-	if span.IsRecording() {
-		kv := make([]attribute.KeyValue, 0, 3)
-		kv = append(kv, OutcomeKey.String(outcome), HoldKey.Float64(hold))
-		setResult(span, kv, errType, err)
-	}
-	span.End(trace.WithTimestamp(end))
-
-	h.ins.holdDuration.Record(ctx, hold, h.cache.get(st.route, outcome, errType).record...)
-	h.ins.held.Add(ctx, -1, st.attrs.add...)
-}
-
-// setResult sets the attributes kv on span, and marks it as failed when
-// errType is not empty, following the contrib rules: the error.type
-// attribute, and status Error with a description. The description is the kind
-// of the error err, never its text (which names the lock); no exception event
-// is recorded for the same reason.
-func setResult(span trace.Span, kv []attribute.KeyValue, errType string, err error) {
-	if errType != "" {
-		kv = append(kv, ErrorTypeKey.String(errType))
-		span.SetStatus(codes.Error, statusText(errType, err))
-	}
-	span.SetAttributes(kv...)
+// Release calls next: see Acquire.
+func (h *Handler) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
+	return next(ctx, lease)
 }

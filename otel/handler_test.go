@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/hotspot"
 	"github.com/reqlock/reqlock/internal/adaptertest"
 	"github.com/reqlock/reqlock/internal/redistest"
 	lockotel "github.com/reqlock/reqlock/otel"
@@ -351,6 +352,7 @@ func TestLostLease(t *testing.T) {
 	}
 	<-lease.Done() // the TTL runs out
 	time.Sleep(20 * time.Millisecond)
+	gone(t, e.client, lease.Key())
 	if err := lease.Release(ctx); !errors.Is(err, core.ErrNotHeld) {
 		t.Fatalf("release err = %v, want ErrNotHeld", err)
 	}
@@ -370,19 +372,34 @@ func TestLostLease(t *testing.T) {
 	e.noName(t, name, lease.Key())
 }
 
-// panicky is a handler that panics with boom in Acquire or Release while
-// its switches are on; put after the handler under test, it stands for a
-// panic further in the chain.
+// gone waits until key has expired in Redis: on a loaded machine the SET may
+// have reached Redis well after the Locker sent it, so that the key outlives
+// the lease's validity by that much.
+func gone(t *testing.T, c *redis.Client, key string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Exists(context.Background(), key).Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not expire", key)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// panicky is a Handler that panics with boom in Acquire (after next took
+// the lock) or in Release (before next) while its switches are on; it stands
+// for a user's Handler that panics, wherever the observers stand.
 type panicky struct{ acquire, release atomic.Bool }
 
 // boom is the panic value of panicky.
 const boom = "boom"
 
-func (p *panicky) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
+func (p *panicky) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+	_, err := next(ctx, req)
 	if p.acquire.Load() {
 		panic(boom)
 	}
-	return next(ctx, req)
+	return err
 }
 
 func (p *panicky) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
@@ -404,13 +421,14 @@ func mustPanic(t *testing.T, f func()) {
 	f()
 }
 
-// A panic further in the chain still ends the spans, as failures of type
-// _OTHER, records the metrics, and leaves leases.held where it was: a lease
-// whose release panicked is ended by core and no longer counted.
+// A panic in a Handler is recorded as a failure of type _OTHER (spans and
+// metrics), and leaves leases.held where it was: a lock taken before a panic
+// in Acquire is released by core, and a lease whose release panicked is
+// ended by core, so neither stays counted. The panic goes on.
 func TestPanicInTheChain(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	p := &panicky{}
-	e := newEnv(t, nil, []core.Handler{p})
+	e := newEnv(t, nil, []core.Handler{p}, core.WithWait(0)) // the second acquire fails unless the first one's lock was released
 	ctx, req := e.request(context.Background())
 	name := uniq(t)
 
@@ -586,15 +604,15 @@ func TestHistogramCounts(t *testing.T) {
 	e.noName(t, append(names, busy)...)
 }
 
-// guard stands in for the hotspot guard's counters.
-type guard struct{ counters map[string]int64 }
+// guard stands in for the hotspot Guard's counters.
+type guard struct{ stats hotspot.Stats }
 
-func (g guard) Counters() map[string]int64 { return g.counters }
+func (g guard) Stats() hotspot.Stats { return g.stats }
 
 func TestGuardCounters(t *testing.T) {
 	e := newEnv(t, nil, nil)
-	h := lockotel.New(lockotel.WithMeterProvider(e.mp), lockotel.WithGuard(guard{map[string]int64{
-		"hits": 12, "bypasses": 3, "evictions": 2, "handoffs": 5, "size": 7,
+	h := lockotel.New(lockotel.WithMeterProvider(e.mp), lockotel.WithGuard(guard{hotspot.Stats{
+		Hits: 12, Bypasses: 3, Evictions: 2, Handoffs: 5, Size: 7,
 	}}))
 	rm := e.collect(t)
 	for name, want := range map[string]int64{
@@ -629,15 +647,17 @@ func TestGuardCounters(t *testing.T) {
 	}
 }
 
-func TestGuardMissingKeys(t *testing.T) {
+// A nil Guard, untyped or typed, reports nothing and does not panic at
+// collection.
+func TestGuardNil(t *testing.T) {
 	e := newEnv(t, nil, nil)
-	lockotel.New(lockotel.WithMeterProvider(e.mp), lockotel.WithGuard(guard{map[string]int64{"size": 4}}))
-	rm := e.collect(t)
-	if n := sum(t, rm, lockotel.MetricHotspotSize); n != 4 {
-		t.Errorf("size = %d, want 4", n)
-	}
-	if m, ok := find(rm, lockotel.MetricHotspotHits); ok && len(m.Data.(metricdata.Sum[int64]).DataPoints) != 0 {
-		t.Errorf("hits reported without a hits counter: %+v", m.Data)
+	for _, g := range []lockotel.Guard{nil, (*hotspot.Guard)(nil)} {
+		h := lockotel.New(lockotel.WithMeterProvider(e.mp), lockotel.WithGuard(g))
+		rm := e.collect(t)
+		if _, ok := find(rm, lockotel.MetricHotspotHits); ok {
+			t.Errorf("WithGuard(%#v) reported the hotspot counters", g)
+		}
+		_ = h.Close()
 	}
 }
 

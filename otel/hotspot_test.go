@@ -4,107 +4,239 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/hotspot"
 	"github.com/reqlock/reqlock/internal/adaptertest"
+	"github.com/reqlock/reqlock/internal/redistest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
 
-// The hotspot Guard is reported without lockotel importing hotspot.
+// The hotspot Guard is reported with its typed Stats.
 var _ lockotel.Guard = (*hotspot.Guard)(nil)
 
-// TestHotspotGuard puts the real hotspot Guard after the Handler, with local
-// handoff: a second request for a hot name waits on the local lock and takes
-// the lock over without Redis. The Handler reports the local wait, counts one
-// hold per lease (the handed-off one included) and observes the Guard.
-func TestHotspotGuard(t *testing.T) {
-	adaptertest.LeakCheck(t)
-	name := uniq(t)
-	guard := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(3))
-	e := newEnv(t, nil, []core.Handler{guard})
-	h := lockotel.New(lockotel.WithMeterProvider(e.mp), lockotel.WithGuard(guard))
-	defer h.Close()
+// orders are the two places of the otel Handler relative to the hotspot
+// Guard in core.WithHandlers; what the Handler records must not depend on
+// them.
+var orders = []struct {
+	name    string
+	guardIn func(*hotspot.Guard) (before, after []core.Handler)
+}{
+	{"otel-first", func(g *hotspot.Guard) (before, after []core.Handler) { return nil, []core.Handler{g} }},
+	{"guard-first", func(g *hotspot.Guard) (before, after []core.Handler) { return []core.Handler{g}, nil }},
+}
 
-	ctx, req := e.request(context.Background())
-	first, err := e.locker.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		lease *core.Lease
-		err   error
-	}
-	got := make(chan result, 1)
-	go func() { // waits locally, then gets the lock handed over
-		lease, err := e.locker.Acquire(ctx, name)
-		got <- result{lease, err}
-	}()
-	// Once the waiter is parked on the local lock, the release hands the
-	// lease to it for sure, and its local wait includes the sleep.
-	deadline := time.Now().Add(5 * time.Second)
-	for parkedInGuardWait() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the second acquire did not park on the local lock")
+// newGuardEnv is newEnv with guard among the handlers, before or after the
+// otel Handler as order says.
+func newGuardEnv(t *testing.T, order int, guard *hotspot.Guard, opts ...core.Option) *env {
+	t.Helper()
+	before, after := orders[order].guardIn(guard)
+	e := newEnv(t, nil, after, opts...)
+	if len(before) > 0 {
+		plugins := append(before, e.handler)
+		e.locker = core.New(e.client, append([]core.Option{core.WithHandlers(plugins...)}, opts...)...)
+		if err := e.locker.Err(); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(30 * time.Millisecond)
-	if err := first.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if err := r.lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	req.End()
+	return e
+}
 
-	spans := e.ended(lockotel.SpanAcquire)
-	if len(spans) != 2 {
-		t.Fatalf("%d acquire spans, want 2", len(spans))
+// TestHotspotGuard puts the real hotspot Guard with local handoff before or
+// after the Handler: a second request for a hot name waits on the local lock
+// and takes the lock over without Redis. Either way, the Handler reports the
+// local wait and the handoff, counts one hold per lease (the handed-off one
+// included) and observes the Guard.
+func TestHotspotGuard(t *testing.T) {
+	for i, order := range orders {
+		t.Run(order.name, func(t *testing.T) {
+			adaptertest.LeakCheck(t)
+			name := uniq(t)
+			guard := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(3))
+			e := newGuardEnv(t, i, guard)
+			h := lockotel.New(lockotel.WithMeterProvider(e.mp), lockotel.WithGuard(guard))
+			defer h.Close()
+
+			ctx, req := e.request(context.Background())
+			first, err := e.locker.Acquire(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				lease *core.Lease
+				err   error
+			}
+			got := make(chan result, 1)
+			go func() { // waits locally, then gets the lock handed over
+				lease, err := e.locker.Acquire(ctx, name)
+				got <- result{lease, err}
+			}()
+			// Once the waiter is parked on the local lock, the release hands the
+			// lease to it for sure, and its local wait includes the sleep.
+			deadline := time.Now().Add(5 * time.Second)
+			for parkedInGuardWait() != 1 {
+				if time.Now().After(deadline) {
+					t.Fatal("the second acquire did not park on the local lock")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(30 * time.Millisecond)
+			if err := first.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-got
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if err := r.lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			req.End()
+
+			spans := e.ended(lockotel.SpanAcquire)
+			if len(spans) != 2 {
+				t.Fatalf("%d acquire spans, want 2", len(spans))
+			}
+			// The Locker times the local queue even when its lock is free.
+			if lw, ok := attr(spans[0], lockotel.LocalWaitKey); ok && lw.AsFloat64() > 0.005 {
+				t.Errorf("local wait of the uncontended first acquire = %vs, want about none", lw.AsFloat64())
+			}
+			if _, ok := attr(spans[0], lockotel.HandedOffKey); ok {
+				t.Error("the first acquire, from Redis, is marked handed off")
+			}
+			w, _ := attr(spans[1], lockotel.WaitKey)
+			if lw, _ := attr(spans[1], lockotel.LocalWaitKey); w.AsFloat64() < lw.AsFloat64() {
+				t.Errorf("wait %vs < local wait %vs: the wait must include it", w.AsFloat64(), lw.AsFloat64())
+			}
+			if lw, ok := attr(spans[1], lockotel.LocalWaitKey); !ok || lw.AsFloat64() < 0.03 {
+				t.Errorf("local wait = %vs (set %v), want at least the 30ms the first holder kept the name", lw.AsFloat64(), ok)
+			}
+			if a, _ := attr(spans[1], lockotel.AttemptsKey); a.AsInt64() != 0 {
+				t.Errorf("attempts of the handed-off acquire = %d, want 0 (no Redis call)", a.AsInt64())
+			}
+			if v, ok := attr(spans[1], lockotel.HandedOffKey); !ok || !v.AsBool() {
+				t.Error("the acquire that took the lock over is not marked handed off")
+			}
+			rels := e.ended(lockotel.SpanRelease)
+			if len(rels) != 2 {
+				t.Fatalf("%d release spans, want 2", len(rels))
+			}
+			for i, rel := range rels {
+				v, _ := attr(rel, lockotel.OutcomeKey)
+				_, handed := attr(rel, lockotel.HandedOffKey)
+				if v.AsString() != lockotel.OutcomeReleased || handed != (i == 0) {
+					t.Errorf("release %d: outcome %q, handed off %v; want released, handed off for the first only", i, v.AsString(), handed)
+				}
+			}
+			rm := e.collect(t)
+			if n := histCount(t, rm, lockotel.MetricHoldDuration, lockotel.OutcomeKey.String(lockotel.OutcomeReleased)); n != 2 {
+				t.Errorf("released holds = %d, want 2", n)
+			}
+			if n := sum(t, rm, lockotel.MetricLeasesHeld); n != 0 {
+				t.Errorf("leases held = %d at the end, want 0", n)
+			}
+			stats := guard.Stats()
+			if stats.Hits < 2 || stats.Handoffs != 1 {
+				t.Fatalf("guard stats %+v: want two local hits and one handoff", stats)
+			}
+			if n := sum(t, rm, lockotel.MetricHotspotHits); n != stats.Hits {
+				t.Errorf("hotspot hits = %d, the Guard says %d", n, stats.Hits)
+			}
+			if n := sum(t, rm, lockotel.MetricHotspotHandoffs); n != 1 {
+				t.Errorf("hotspot handoffs = %d, want 1", n)
+			}
+			if n := sum(t, rm, lockotel.MetricHotspotSize); n != int64(stats.Size) {
+				t.Errorf("hotspot size = %d, the Guard says %d", n, stats.Size)
+			}
+			e.noName(t, name)
+		})
 	}
-	if lw, ok := attr(spans[0], lockotel.LocalWaitKey); ok {
-		t.Errorf("local wait of the uncontended first acquire = %vs, want none", lw.AsFloat64())
+}
+
+// TestLeasesHeldBalancedInAnyOrder runs contending goroutines through a
+// Locker with the hotspot Guard (handoff on) before and after the Handler:
+// every acquire, a local handoff included, has its span and is counted, every
+// lease's end too, and reqlock.leases.held is back to 0 at the end, with
+// mutual exclusion intact.
+func TestLeasesHeldBalancedInAnyOrder(t *testing.T) {
+	for i, order := range orders {
+		t.Run(order.name, func(t *testing.T) {
+			adaptertest.LeakCheck(t)
+			name := uniq(t)
+			guard := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(2))
+			e := newGuardEnv(t, i, guard, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, 2*time.Millisecond))
+			const goroutines, rounds = 6, 15
+			var o redistest.Overlap
+			var wg sync.WaitGroup
+			for range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range rounds {
+						ctx, req := e.request(context.Background())
+						lease, err := e.locker.Acquire(ctx, name)
+						if err != nil {
+							t.Error(err)
+							req.End()
+							return
+						}
+						exit := o.Enter()
+						time.Sleep(200 * time.Microsecond)
+						exit()
+						if err := lease.Release(ctx); err != nil {
+							t.Error(err)
+						}
+						req.End()
+					}
+				}()
+			}
+			wg.Wait()
+			const n = goroutines * rounds
+			if o.Overlaps() != 0 || o.Entries() != n {
+				t.Fatalf("%d overlaps in %d critical sections", o.Overlaps(), o.Entries())
+			}
+			handoffs := guard.Stats().Handoffs
+			if handoffs == 0 {
+				t.Fatal("no local handoff: the test did not exercise them")
+			}
+			count := func(span string) (all, handed int64) {
+				for _, s := range e.ended(span) {
+					all++
+					if v, ok := attr(s, lockotel.HandedOffKey); ok && v.AsBool() {
+						handed++
+					}
+				}
+				return all, handed
+			}
+			acquires, handedIn := count(lockotel.SpanAcquire)
+			releases, handedOut := count(lockotel.SpanRelease)
+			t.Logf("%d acquires, %d handed over; %d releases, %d handed off; guard %+v", acquires, handedIn, releases, handedOut, guard.Stats())
+			if acquires != n || releases != n {
+				t.Errorf("%d acquire spans and %d release spans for %d acquires and releases", acquires, releases, n)
+			}
+			if handedIn != handoffs || handedOut != handoffs {
+				t.Errorf("spans marked handed off: %d acquires, %d releases; the Guard counted %d handoffs", handedIn, handedOut, handoffs)
+			}
+			rm := e.collect(t)
+			acquired := lockotel.OutcomeKey.String(lockotel.OutcomeAcquired)
+			if got := histCount(t, rm, lockotel.MetricAcquireDuration, acquired); got != n {
+				t.Errorf("acquire durations = %d, want %d", got, n)
+			}
+			if got := sum(t, rm, lockotel.MetricAcquires, acquired); got != n {
+				t.Errorf("acquires = %d, want %d", got, n)
+			}
+			if got := histCount(t, rm, lockotel.MetricHoldDuration, lockotel.OutcomeKey.String(lockotel.OutcomeReleased)); got != n {
+				t.Errorf("hold durations = %d, want %d", got, n)
+			}
+			if got := sum(t, rm, lockotel.MetricLeasesHeld); got != 0 {
+				t.Errorf("leases held = %d at the end, want 0", got)
+			}
+			e.noName(t, name)
+		})
 	}
-	w, _ := attr(spans[1], lockotel.WaitKey)
-	if lw, _ := attr(spans[1], lockotel.LocalWaitKey); w.AsFloat64() < lw.AsFloat64() {
-		t.Errorf("wait %vs < local wait %vs: the wait must include it", w.AsFloat64(), lw.AsFloat64())
-	}
-	if lw, ok := attr(spans[1], lockotel.LocalWaitKey); !ok || lw.AsFloat64() < 0.03 {
-		t.Errorf("local wait = %vs (set %v), want at least the 30ms the first holder kept the name", lw.AsFloat64(), ok)
-	}
-	if a, _ := attr(spans[1], lockotel.AttemptsKey); a.AsInt64() != 0 {
-		t.Errorf("attempts of the handed-off acquire = %d, want 0 (no Redis call)", a.AsInt64())
-	}
-	if n := len(e.ended(lockotel.SpanRelease)); n != 2 {
-		t.Errorf("%d release spans, want 2", n)
-	}
-	rm := e.collect(t)
-	if n := histCount(t, rm, lockotel.MetricHoldDuration, lockotel.OutcomeKey.String(lockotel.OutcomeReleased)); n != 2 {
-		t.Errorf("released holds = %d, want 2", n)
-	}
-	if n := sum(t, rm, lockotel.MetricLeasesHeld); n != 0 {
-		t.Errorf("leases held = %d at the end, want 0", n)
-	}
-	stats := guard.Stats()
-	if stats.Hits < 2 || stats.Handoffs != 1 {
-		t.Fatalf("guard stats %+v: want two local hits and one handoff", stats)
-	}
-	if n := sum(t, rm, lockotel.MetricHotspotHits); n != stats.Hits {
-		t.Errorf("hotspot hits = %d, the Guard says %d", n, stats.Hits)
-	}
-	if n := sum(t, rm, lockotel.MetricHotspotHandoffs); n != 1 {
-		t.Errorf("hotspot handoffs = %d, want 1", n)
-	}
-	if n := sum(t, rm, lockotel.MetricHotspotSize); n != int64(stats.Size) {
-		t.Errorf("hotspot size = %d, the Guard says %d", n, stats.Size)
-	}
-	e.noName(t, name)
 }
 
 // parkedInGuardWait counts the goroutines of the process blocked in the

@@ -8,26 +8,31 @@ import (
 	"github.com/reqlock/reqlock/core"
 )
 
+var (
+	_ core.Observer = (*LogHandler)(nil)
+	_ core.Handler  = (*LogHandler)(nil)
+)
+
 // LogHandler writes an access log of locks on a log/slog Logger: one line per
-// acquire ("lock acquire") and one per release ("lock release"). It is the
-// seed framework's logging plug-in, as a core.Handler.
+// acquire ("lock acquire") and one per end of a lease ("lock release"). It is
+// a core.Observer, so it logs every acquire and release of the Locker, local
+// handoffs included, wherever it stands among the options: give it to
+// core.WithObservers, or to core.WithHandlers, which puts it in the same
+// slot.
 //
 // Lines have these attributes, those in brackets only when they apply:
 //
-//	acquire: [lock] [route] outcome wait [local_wait] attempts ttl [fence] [error_type error]
-//	release: [lock] [route] outcome hold [fence] [error_type error]
+//	acquire: [lock] [route] outcome wait [local_wait] attempts [handed_off] ttl [fence] [error_type error]
+//	release: [lock] [route] outcome hold [handed_off] [fence] [error_type error]
 //
 // lock is the lock name. Unlike span and metric attributes, a log line may
 // carry it: logs are not aggregated by attribute, and "who waited for
 // order:42" is what an access log is for. Names may hold personal data,
 // though; WithoutName leaves them out, and the error text with them (it
 // quotes the name), keeping error_type. outcome and error_type take the
-// values documented with OutcomeKey and ErrorTypeKey.
-//
-// Put it first in core.WithHandlers, or next to the tracing Handler, before a
-// hotspot Guard, so that wait includes the Guard's local wait and every
-// release is logged: after a Guard with local handoff, the acquires served by
-// a handoff and the releases that hand a lease off are never logged.
+// values documented with OutcomeKey and ErrorTypeKey, and handed_off (true,
+// present only then) those of HandedOffKey: the lock came from, or went to,
+// another holder in this process without a Redis round trip.
 type LogHandler struct {
 	logger   *slog.Logger
 	level    slog.Leveler
@@ -75,92 +80,63 @@ func NewLogHandler(logger *slog.Logger, opts ...LogOption) *LogHandler {
 	return h
 }
 
-// logState is what the LogHandler keeps on a Lease between its acquire and
-// its release, under the LogHandler itself as the key.
-type logState struct {
+// ObserveAcquire logs an acquire that has ended, and for an acquired lock
+// returns the state its release line needs.
+func (h *LogHandler) ObserveAcquire(ctx context.Context, e core.AcquireEvent) core.LeaseObserver {
+	r := describeAcquire(e.Outcome)
+	if logger, level := h.enabled(ctx, r.errType); logger != nil {
+		attrs := make([]slog.Attr, 0, 11)
+		attrs = h.head(attrs, e.Name, e.Route, r.outcome)
+		attrs = append(attrs, slog.Duration("wait", e.End.Sub(e.Start)))
+		if e.LocalWait > 0 {
+			attrs = append(attrs, slog.Duration("local_wait", e.LocalWait))
+		}
+		attrs = append(attrs, slog.Int("attempts", e.Attempts))
+		if e.HandedOver {
+			attrs = append(attrs, slog.Bool("handed_off", true))
+		}
+		attrs = append(attrs, slog.Duration("ttl", e.TTL))
+		if e.Lease != nil && e.Lease.Fence() != 0 {
+			attrs = append(attrs, slog.Int64("fence", e.Lease.Fence()))
+		}
+		attrs = h.tail(attrs, r.errType, e.Err)
+		logger.LogAttrs(ctx, level, "lock acquire", attrs...)
+	}
+	if e.Lease == nil {
+		return nil
+	}
+	// Kept whatever the level now: it may change while the lease is held.
+	return &logLease{h: h, acquired: e.End, route: e.Route}
+}
+
+// logLease is what the LogHandler keeps of a lease between its acquire and
+// its end.
+type logLease struct {
+	h        *LogHandler
 	acquired time.Time
 	route    string
 }
 
-// Acquire calls next and logs the outcome. Should next panic, it logs the
-// acquire as failed (error_type _OTHER), and the panic goes on up the stack.
-func (h *LogHandler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-	returned := false
-	defer func() {
-		if !returned { // next panicked: log it, and let the panic go on
-			h.acquired(ctx, req, nil, errPanicked)
-		}
-	}()
-	lease, err := next(ctx, req)
-	returned = true
-	h.acquired(ctx, req, lease, err)
-	return lease, err
-}
-
-// acquired logs an acquire of req that returned lease and err.
-func (h *LogHandler) acquired(ctx context.Context, req *core.Request, lease *core.Lease, err error) {
-	end := time.Now()
-	if err == nil && lease != nil {
-		lease.SetValue(h, &logState{acquired: end, route: req.Route})
-	}
-	outcome, errType := acquireOutcome(err)
-	logger, level := h.enabled(ctx, errType)
+// ObserveRelease logs the end of the lease, with the hold time. As with the
+// Handler, a lease that lost its lock before its release is logged as lost,
+// and one handed to a local waiter as released, with handed_off=true.
+func (l *logLease) ObserveRelease(ctx context.Context, e core.ReleaseEvent) {
+	h := l.h
+	r := describe(e.Outcome)
+	logger, level := h.enabled(ctx, r.errType)
 	if logger == nil {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 10)
-	attrs = h.head(attrs, req.Name, req.Route, outcome)
-	attrs = append(attrs, slog.Duration("wait", end.Sub(req.Start)))
-	if req.LocalWait > 0 {
-		attrs = append(attrs, slog.Duration("local_wait", req.LocalWait))
+	attrs := make([]slog.Attr, 0, 9)
+	attrs = h.head(attrs, e.Lease.Name(), l.route, r.outcome)
+	attrs = append(attrs, slog.Duration("hold", e.End.Sub(l.acquired)))
+	if e.Outcome == core.OutcomeHandedOff {
+		attrs = append(attrs, slog.Bool("handed_off", true))
 	}
-	attrs = append(attrs, slog.Int("attempts", req.Attempts), slog.Duration("ttl", req.TTL))
-	if lease != nil && lease.Fence() != 0 {
-		attrs = append(attrs, slog.Int64("fence", lease.Fence()))
+	if e.Lease.Fence() != 0 {
+		attrs = append(attrs, slog.Int64("fence", e.Lease.Fence()))
 	}
-	attrs = h.tail(attrs, errType, err)
-	logger.LogAttrs(ctx, level, "lock acquire", attrs...)
-}
-
-// Release calls next and logs the outcome and the hold time. A lease the
-// LogHandler did not see acquired is released without a line. As with the
-// Handler, a lease lost before the release (core.Lease.Lost, read before
-// next runs) is logged as lost, and a panic in next is logged as a failure
-// (error_type _OTHER) before it goes on up the stack.
-func (h *LogHandler) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
-	st, _ := lease.Value(h).(*logState)
-	if st == nil {
-		return next(ctx, lease)
-	}
-	before := leaseBefore(lease)
-	returned := false
-	defer func() {
-		if !returned { // next panicked: log it, and let the panic go on
-			h.released(ctx, lease, st, before, errPanicked)
-		}
-	}()
-	err := next(ctx, lease)
-	returned = true
-	h.released(ctx, lease, st, before, err)
-	return err
-}
-
-// released logs the release of lease, in state before when it started, that
-// returned err.
-func (h *LogHandler) released(ctx context.Context, lease *core.Lease, st *logState, before leaseAtRelease, err error) {
-	end := time.Now()
-	outcome, errType := releaseOutcome(err, before)
-	logger, level := h.enabled(ctx, errType)
-	if logger == nil {
-		return
-	}
-	attrs := make([]slog.Attr, 0, 8)
-	attrs = h.head(attrs, lease.Name(), st.route, outcome)
-	attrs = append(attrs, slog.Duration("hold", end.Sub(st.acquired)))
-	if lease.Fence() != 0 {
-		attrs = append(attrs, slog.Int64("fence", lease.Fence()))
-	}
-	attrs = h.tail(attrs, errType, err)
+	attrs = h.tail(attrs, r.errType, e.Err)
 	logger.LogAttrs(ctx, level, "lock release", attrs...)
 }
 
@@ -192,7 +168,8 @@ func (h *LogHandler) head(attrs []slog.Attr, name, route, outcome string) []slog
 	return append(attrs, slog.String("outcome", outcome))
 }
 
-// tail appends the error attributes of a failed line.
+// tail appends the error attributes of a failed line: the error type, and
+// the error's text (which names the lock) unless WithoutName.
 func (h *LogHandler) tail(attrs []slog.Attr, errType string, err error) []slog.Attr {
 	if errType == "" {
 		return attrs
@@ -202,4 +179,18 @@ func (h *LogHandler) tail(attrs []slog.Attr, errType string, err error) []slog.A
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	return attrs
+}
+
+// Acquire calls next and returns its error. core.WithHandlers puts a
+// LogHandler in the Locker's observer slot, where the Locker calls
+// ObserveAcquire; this method and Release only make the LogHandler a
+// core.Handler, so that it can be given to core.WithHandlers.
+func (h *LogHandler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+	_, err := next(ctx, req)
+	return err
+}
+
+// Release calls next: see Acquire.
+func (h *LogHandler) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
+	return next(ctx, lease)
 }

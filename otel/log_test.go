@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/hotspot"
 	"github.com/reqlock/reqlock/internal/adaptertest"
 	"github.com/reqlock/reqlock/internal/redistest"
 	lockotel "github.com/reqlock/reqlock/otel"
@@ -157,6 +158,7 @@ func TestLogLostLease(t *testing.T) {
 	}
 	<-lease.Done()
 	time.Sleep(10 * time.Millisecond)
+	gone(t, adaptertest.Shared.Client(t), lease.Key())
 	if err := lease.Release(context.Background()); !errors.Is(err, core.ErrNotHeld) {
 		t.Fatalf("release err = %v, want ErrNotHeld", err)
 	}
@@ -284,4 +286,61 @@ func TestLogLeaseGivenUpByItsWatchdog(t *testing.T) {
 	if et := lines[1]["error_type"]; et != lockotel.ErrorTypeRenewalFailed && et != lockotel.ErrorTypeNotHeld {
 		t.Errorf("error_type = %v, want renewal_failed (or not_held had the key expired)", et)
 	}
+}
+
+// A local handoff is logged at both ends, with the LogHandler after the
+// hotspot Guard among the options: the release that passed the lock and the
+// acquire that took it over, with handed_off=true.
+func TestLogHandoff(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	name := uniq(t)
+	guard := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(1))
+	h, buf := newLogHandler()
+	l := core.New(adaptertest.Shared.Client(t), core.WithHandlers(guard, h))
+	ctx := context.Background()
+	first, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, name)
+		if err == nil {
+			err = lease.Release(ctx)
+		}
+		got <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for parkedInGuardWait() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second acquire did not park on the local lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	lines := buf.lines(t)
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s", len(lines), buf)
+	}
+	// The release that passed the lock on and the acquire that took it over
+	// are logged from two goroutines, in either order.
+	handed := map[string][]map[string]any{}
+	for _, line := range lines {
+		if v, ok := line["handed_off"]; ok {
+			if v != true {
+				t.Errorf("line %v: handed_off is not true", line)
+			}
+			handed[line["msg"].(string)] = append(handed[line["msg"].(string)], line)
+		}
+	}
+	if len(handed["lock acquire"]) != 1 || len(handed["lock release"]) != 1 {
+		t.Fatalf("lines with handed_off: %v; want one acquire and one release:\n%s", handed, buf)
+	}
+	want(t, handed["lock acquire"][0], map[string]any{"outcome": "acquired", "attempts": 0.0, "local_wait": nil})
+	want(t, handed["lock release"][0], map[string]any{"outcome": "released", "hold": nil})
 }

@@ -32,7 +32,7 @@ func uniq(t testing.TB) string {
 	return fmt.Sprintf("user:alice@example.com:%s#%d", t.Name(), seq.Add(1))
 }
 
-// env is a Locker with the otel Handler first in its chain, on SDK providers
+// env is a Locker with the otel Handler among its plugins, on SDK providers
 // that record everything in memory.
 type env struct {
 	client  *redis.Client
@@ -44,8 +44,8 @@ type env struct {
 	locker  *core.Locker
 }
 
-// newEnv builds an env on srv (shared when nil). extra handlers come after
-// the otel Handler in the chain.
+// newEnv builds an env on srv (shared when nil). extra plugins are given to
+// core.WithHandlers after the otel Handler.
 func newEnv(t testing.TB, srv *redistest.Server, extra []core.Handler, opts ...core.Option) *env {
 	t.Helper()
 	if srv == nil {

@@ -6,6 +6,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/reqlock/reqlock/hotspot"
 )
 
 // Names of the instruments. Durations are in seconds.
@@ -84,17 +86,24 @@ func newInstruments(meter metric.Meter) instruments {
 	return ins
 }
 
-// guardCounters maps the keys of Guard.Counters to their instruments'
-// names; size is apart, as it is not cumulative.
-var guardCounters = []struct{ key, name, unit, desc string }{
-	{"hits", MetricHotspotHits, "{acquire}", "Acquires of hot names that went through a local lock of the hotspot guard."},
-	{"bypasses", MetricHotspotBypasses, "{acquire}", "Acquires of hot names that went straight to Redis because every local lock of the hotspot guard was in use."},
-	{"evictions", MetricHotspotEvicts, "{entry}", "Idle local locks evicted from the hotspot guard."},
-	{"handoffs", MetricHotspotHandoffs, "{handoff}", "Locks handed from a holder to a local waiter without a Redis round trip."},
+// guardCounters are the cumulative counters of hotspot.Stats and their
+// instruments; Size is apart, as it is not cumulative.
+var guardCounters = []struct {
+	name, unit, desc string
+	value            func(hotspot.Stats) int64
+}{
+	{MetricHotspotHits, "{acquire}", "Acquires of hot names that went through a local lock of the hotspot guard.",
+		func(s hotspot.Stats) int64 { return s.Hits }},
+	{MetricHotspotBypasses, "{acquire}", "Acquires of hot names that went straight to Redis because every local lock of the hotspot guard was in use.",
+		func(s hotspot.Stats) int64 { return s.Bypasses }},
+	{MetricHotspotEvicts, "{entry}", "Idle local locks evicted from the hotspot guard.",
+		func(s hotspot.Stats) int64 { return s.Evictions }},
+	{MetricHotspotHandoffs, "{handoff}", "Locks handed from a holder to a local waiter without a Redis round trip.",
+		func(s hotspot.Stats) int64 { return s.Handoffs }},
 }
 
-// observeGuard registers observable instruments reporting g's counters, with
-// one callback calling Counters once per collection.
+// observeGuard registers observable instruments reporting g's Stats, with
+// one callback calling Stats once per collection.
 func observeGuard(meter metric.Meter, g Guard) (metric.Registration, error) {
 	counters := make([]metric.Int64ObservableCounter, len(guardCounters))
 	observables := make([]metric.Observable, 0, len(guardCounters)+1)
@@ -114,15 +123,11 @@ func observeGuard(meter metric.Meter, g Guard) (metric.Registration, error) {
 	}
 	observables = append(observables, size)
 	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		values := g.Counters()
+		s := g.Stats()
 		for i, c := range guardCounters {
-			if v, ok := values[c.key]; ok {
-				o.ObserveInt64(counters[i], v)
-			}
+			o.ObserveInt64(counters[i], c.value(s))
 		}
-		if v, ok := values["size"]; ok {
-			o.ObserveInt64(size, v)
-		}
+		o.ObserveInt64(size, int64(s.Size))
 		return nil
 	}, observables...)
 }

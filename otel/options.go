@@ -3,6 +3,8 @@ package lockotel
 import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/reqlock/reqlock/hotspot"
 )
 
 // Option configures a Handler.
@@ -28,20 +30,19 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.mp = mp }
 }
 
-// Guard is what the Handler needs from a local-lock handler such as the
-// hotspot guard to report it: cumulative counters under "hits", "bypasses",
-// "evictions" and "handoffs", and the current number of entries under
-// "size". Missing keys are not reported. Counters is called once per metric
-// collection, from the collecting goroutine, so it must be safe for
-// concurrent use.
+// Guard is what the Handler reports of a local queue with WithGuard: the
+// typed counters of the hotspot package's Guard, which implements it. Stats
+// is called once per metric collection, from the collecting goroutine, so it
+// must be safe for concurrent use.
 type Guard interface {
-	Counters() map[string]int64
+	Stats() hotspot.Stats
 }
 
-// WithGuard reports g's counters as the observable instruments
+// WithGuard reports g's Stats as the observable instruments
 // reqlock.hotspot.hits, .bypasses, .evictions, .handoffs (counters) and
 // reqlock.hotspot.size (an up-down counter). Call Handler.Close to stop
-// observing it. With several WithGuard options, the last one wins.
+// observing it. With several WithGuard options, the last one wins; a nil g
+// reports nothing.
 func WithGuard(g Guard) Option {
 	return func(c *config) { c.guard = g }
 }

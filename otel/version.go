@@ -3,7 +3,7 @@ package lockotel
 import "runtime/debug"
 
 // module is the path of the module this package belongs to.
-const module = "github.com/reqlock/reqlock"
+const module = "github.com/reqlock/reqlock/otel"
 
 // develVersion is what Version returns when the build records no version.
 const develVersion = "devel"

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The test command of the README: installs redis-server when it is missing
-# (with apt-get, when run as root), then vets and runs every test with the race
-# detector against real redis-server processes started by the tests, in the
-# main module and in the benchmarks module (a smoke run of every
-# implementation compared there).
+# (with apt-get, when run as root), then, in every module of the workspace
+# (the modules that go.work lists: the root module, ginlock, grpclock, otel,
+# examples and benchmarks), checks the formatting with gofmt, vets, and runs
+# every test with the race detector against real redis-server processes
+# started by the tests. Each module is vetted and tested on its own go.mod
+# (GOWORK=off), as its users build it. A module that fails does not stop the
+# others; the script exits non-zero if any failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 
 if ! command -v redis-server >/dev/null 2>&1; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -20,12 +24,67 @@ if ! command -v redis-server >/dev/null 2>&1; then
 	fi
 fi
 
-unformatted=$(gofmt -l .)
-if [ -n "$unformatted" ]; then
-	echo "test.sh: files not formatted with gofmt:" >&2
-	echo "$unformatted" >&2
+# The modules, from go.work.
+mapfile -t modules < <(GOWORK="$root/go.work" go list -m -f '{{.Dir}}')
+if [ "${#modules[@]}" -eq 0 ]; then
+	echo "test.sh: go.work lists no module" >&2
 	exit 1
 fi
-go vet ./...
-go test -race -count=1 ./...
-(cd benchmarks && go vet ./... && go test -race -count=1 ./...)
+
+# Every go.mod in the tree must belong to a module that go.work lists.
+missing=0
+while IFS= read -r gomod; do
+	dir=$(cd "$(dirname "$gomod")" && pwd)
+	found=0
+	for m in "${modules[@]}"; do
+		[ "$m" = "$dir" ] && found=1
+	done
+	if [ "$found" = 0 ]; then
+		echo "test.sh: $gomod is not listed in go.work (add it with: go work use ${dir#"$root"/})" >&2
+		missing=1
+	fi
+done < <(find . -path ./.git -prune -o -name go.mod -print)
+[ "$missing" = 0 ] || exit 1
+
+# go_files prints the .go files of the module in the current directory,
+# leaving out those of the modules nested in it.
+go_files() {
+	local prune=() m
+	for m in "${modules[@]}"; do
+		case "$m" in
+		"$PWD"/*) prune+=(-path "./${m#"$PWD"/}" -prune -o) ;;
+		esac
+	done
+	find . -path ./.git -prune -o "${prune[@]}" -name '*.go' -print
+}
+
+# check_module formats, vets and tests the module in the current directory.
+check_module() {
+	local unformatted
+	unformatted=$(go_files | xargs -r gofmt -l) || return 1
+	if [ -n "$unformatted" ]; then
+		echo "test.sh: files not formatted with gofmt:" >&2
+		echo "$unformatted" >&2
+		return 1
+	fi
+	GOWORK=off go vet ./... || return 1
+	GOWORK=off go test -race -count=1 ./... || return 1
+}
+
+failed=()
+for m in "${modules[@]}"; do
+	rel=${m#"$root"}
+	rel=${rel#/}
+	echo
+	echo "=== module $(cd "$m" && GOWORK=off go list -m) (${rel:-.})"
+	if ! (cd "$m" && check_module); then
+		failed+=("${rel:-.}")
+	fi
+done
+
+echo
+if [ "${#failed[@]}" -gt 0 ]; then
+	echo "test.sh: failed in: ${failed[*]}" >&2
+fi
+echo "modules: $((${#modules[@]} - ${#failed[@]})) passed, ${#failed[@]} failed"
+[ "${#failed[@]}" -eq 0 ]

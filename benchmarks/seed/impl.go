@@ -159,5 +159,6 @@ func (r *reqlock) Counters() map[string]int64 {
 	if r.guard == nil {
 		return nil
 	}
-	return r.guard.Counters()
+	s := r.guard.Stats()
+	return map[string]int64{"hits": s.Hits, "bypasses": s.Bypasses, "evictions": s.Evictions, "handoffs": s.Handoffs, "size": int64(s.Size)}
 }

@@ -27,25 +27,20 @@ const (
 	demoDuplicates = 12
 )
 
-// waits is a core.Handler that records how long each successful acquire
+// waits is a core.Observer that records how long each successful acquire
 // waited: the lock's share of a request's latency.
 type waits struct {
 	mu sync.Mutex
 	d  []time.Duration
 }
 
-func (w *waits) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) (*core.Lease, error) {
-	lease, err := next(ctx, req)
-	if err == nil {
+func (w *waits) ObserveAcquire(ctx context.Context, e core.AcquireEvent) core.LeaseObserver {
+	if e.Err == nil {
 		w.mu.Lock()
-		w.d = append(w.d, time.Since(req.Start))
+		w.d = append(w.d, e.End.Sub(e.Start))
 		w.mu.Unlock()
 	}
-	return lease, err
-}
-
-func (w *waits) Release(ctx context.Context, lease *core.Lease, next core.ReleaseFunc) error {
-	return next(ctx, lease)
+	return nil
 }
 
 // percentiles returns the p-th percentiles of the recorded waits.

@@ -102,7 +102,7 @@ func start(cfg Config) (a *app, err error) {
 	}
 	a.waits = &waits{}
 	locker := core.New(client, core.WithTTL(10*time.Second), core.WithWait(cfg.Wait),
-		core.WithSpin(2*time.Millisecond, 3*time.Millisecond), core.WithHandlers(lockotel.New(), a.waits)) // lockotel first: it sees the whole wait
+		core.WithSpin(2*time.Millisecond, 3*time.Millisecond), core.WithObservers(lockotel.New(), a.waits))
 	if err := locker.Err(); err != nil {
 		return nil, err
 	}

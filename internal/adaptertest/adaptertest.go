@@ -249,3 +249,22 @@ func Stalled(t testing.TB, opts ...core.Option) *core.Locker {
 	}
 	return l
 }
+
+// Routes records the route label (core.Request.Route) of the acquires of
+// the Lockers built with core.WithHandlers(routes.Handler()).
+type Routes struct{ last atomic.Value }
+
+// Handler returns the core.Handler that records the labels.
+func (r *Routes) Handler() core.Handler {
+	return core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+		r.last.Store(req.Route)
+		_, err := next(ctx, req)
+		return err
+	}}
+}
+
+// Last returns the label of the last acquire, "" before any.
+func (r *Routes) Last() string {
+	s, _ := r.last.Load().(string)
+	return s
+}

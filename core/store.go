@@ -1,0 +1,68 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps the locks of a Locker: Redis (NewRedisStore), a Redlock quorum
+// of several stores (NewRedlock), or any other store that implements these
+// three calls. The Locker does the rest once, for every store: the spin loop
+// and its wait budget, the per-request TTL, the watchdog, Done, fencing
+// bookkeeping, reentrancy, the local queue and the plugins.
+//
+// A lock is a key (see Locker.Key) holding a token: a random string unique
+// to one attempt. A store must make each call atomic and must act on a key
+// only while it holds the caller's token: Release and Extend never touch a
+// key that another token holds or that has expired. Every call is bounded by
+// ctx (the Locker's I/O timeout); a store returns ctx's error, or an error of
+// its own, when it cannot answer, and the Locker reports it as ErrStorage
+// (never as ErrTimeout).
+//
+// Optional capabilities are discovered by interface assertion: Notifier
+// (push wake-ups for WithNotify), FenceRaiser (fencing on a Redlock quorum)
+// and io.Closer (closed by the Locker that built the store: New and
+// NewRedlock; a store given to NewWithStore is the caller's to close).
+//
+// core/storetest.Run is the conformance suite every Store passes.
+type Store interface {
+	// TryAcquire sets key to token for ttl unless key is held, and reports
+	// whether key now holds token. An attempt that finds key holding token
+	// already (a re-sent attempt) counts as acquired and resets the TTL to
+	// ttl. With fenced, it also draws the next fencing token of key (see
+	// WithFencing) in the same atomic step and returns it (> 0); fence is 0
+	// otherwise. When TryAcquire fails with an error after its command may
+	// have reached the store, the store removes what the attempt may have set
+	// (compare-and-delete by token), so that no lock is left without a holder.
+	TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (ok bool, fence int64, err error)
+
+	// Release deletes key if it holds token, and reports whether it did.
+	Release(ctx context.Context, key, token string) (ok bool, err error)
+
+	// Extend resets the TTL of key to ttl if key holds token, and reports
+	// whether it did. With fenced, it also draws a new, higher fencing token
+	// for the holder in the same atomic step and returns it (> 0).
+	Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (ok bool, fence int64, err error)
+}
+
+// Notifier is the optional capability of a Store that pushes a notice to
+// waiters when a lock is released, so that they retry at once instead of at
+// the end of their random sleep (WithNotify).
+type Notifier interface {
+	// Announce makes every later Release through the store announce itself
+	// to the waiters of every process. A Locker built with WithNotify calls
+	// it once, when it is built.
+	Announce()
+	// Watch returns a channel that receives a value after an announced
+	// release of key, until stop is called. Notices may be lost (a dropped
+	// connection); waiters still retry at the end of their sleep.
+	Watch(key string) (c <-chan struct{}, stop func())
+}
+
+// FenceRaiser is the optional capability of a Store that can raise the
+// fencing counter of a key to at least fence while key holds token. NewRedlock
+// needs it for WithFencing: the quorum's highest token is written back to the
+// quorum before the lease is handed out.
+type FenceRaiser interface {
+	RaiseFence(ctx context.Context, key, token string, fence int64) (ok bool, err error)
+}

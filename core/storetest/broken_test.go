@@ -1,0 +1,350 @@
+package storetest_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/core/storetest"
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+// This file shows that the suite catches what it claims: each property is
+// run on a store with a deliberate bug, and must fail.
+
+// base is the real Redis store that a broken store wraps, and its client for
+// the parts the broken store does its own way.
+type base struct {
+	core.Store
+	c   *redis.Client
+	tag string // fresh per test: the one key of oneKey
+}
+
+// Close closes the real store (which does not close the client).
+func (b base) Close() error { return b.Store.(io.Closer).Close() }
+
+// overwriting sets the key whoever holds it: SET without NX.
+type overwriting struct{ base }
+
+func (s overwriting) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	err := s.c.Set(ctx, key, token, ttl).Err()
+	return err == nil, 0, err
+}
+
+// noExpiry gives the lock no TTL: it outlives a holder that never releases.
+type noExpiry struct{ base }
+
+func (s noExpiry) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	ok, fence, err := s.Store.TryAcquire(ctx, key, token, ttl, fenced)
+	if ok {
+		err = s.c.Persist(ctx, key).Err()
+	}
+	return ok, fence, err
+}
+
+// shortTTL gives the lock a quarter of its TTL.
+type shortTTL struct{ base }
+
+func (s shortTTL) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	return s.Store.TryAcquire(ctx, key, token, ttl/4, fenced)
+}
+
+// releaseIgnoresToken deletes the key whoever holds it.
+type releaseIgnoresToken struct{ base }
+
+func (s releaseIgnoresToken) Release(ctx context.Context, key, token string) (bool, error) {
+	n, err := s.c.Del(ctx, key).Result()
+	return n == 1, err
+}
+
+// releaseAlwaysTrue reports a release whether it deleted the key or not.
+type releaseAlwaysTrue struct{ base }
+
+func (s releaseAlwaysTrue) Release(ctx context.Context, key, token string) (bool, error) {
+	_, err := s.Store.Release(ctx, key, token)
+	return err == nil, err
+}
+
+// extendIgnoresToken resets the TTL of the key whoever holds it.
+type extendIgnoresToken struct{ base }
+
+func (s extendIgnoresToken) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	ok, err := s.c.PExpire(ctx, key, ttl).Result()
+	return ok, 0, err
+}
+
+// extendSets sets the key to the token, held or not, expired or not.
+type extendSets struct{ base }
+
+func (s extendSets) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	err := s.c.Set(ctx, key, token, ttl).Err()
+	return err == nil, 0, err
+}
+
+// extendKeepsTTL checks the token but forgets to reset the TTL.
+type extendKeepsTTL struct{ base }
+
+func (s extendKeepsTTL) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	v, err := s.c.Get(ctx, key).Result()
+	if err == redis.Nil {
+		return false, 0, nil
+	}
+	return err == nil && v == token, 0, err
+}
+
+// fixedFence hands out fencing token 1 every time.
+type fixedFence struct{ base }
+
+func (s fixedFence) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	ok, _, err := s.Store.TryAcquire(ctx, key, token, ttl, false)
+	return ok, fence(ok, fenced), err
+}
+
+func (s fixedFence) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	ok, _, err := s.Store.Extend(ctx, key, token, ttl, false)
+	return ok, fence(ok, fenced), err
+}
+
+func fence(ok, fenced bool) int64 {
+	if ok && fenced {
+		return 1
+	}
+	return 0
+}
+
+// plainSetNX is SET NX PX alone: a re-sent attempt finds its own token and
+// fails.
+type plainSetNX struct{ base }
+
+func (s plainSetNX) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	ok, err := s.c.SetNX(ctx, key, token, ttl).Result()
+	return ok, 0, err
+}
+
+// resendKeepsTTL accepts a re-sent attempt but leaves the TTL it was first
+// set with.
+type resendKeepsTTL struct{ base }
+
+func (s resendKeepsTTL) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	old, err := s.c.SetArgs(ctx, key, token, redis.SetArgs{Mode: "NX", TTL: ttl, Get: true}).Result()
+	if err == redis.Nil {
+		return true, 0, nil
+	}
+	return err == nil && old == token, 0, err
+}
+
+// oneKey keeps every lock under one key: names block each other.
+type oneKey struct{ base }
+
+func (s oneKey) key() string { return "broken:{" + s.tag + "}" }
+
+func (s oneKey) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	return s.Store.TryAcquire(ctx, s.key(), token, ttl, fenced)
+}
+
+func (s oneKey) Release(ctx context.Context, key, token string) (bool, error) {
+	return s.Store.Release(ctx, s.key(), token)
+}
+
+func (s oneKey) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	return s.Store.Extend(ctx, s.key(), token, ttl, fenced)
+}
+
+// busyIsError reports a held key as an error.
+type busyIsError struct{ base }
+
+func (s busyIsError) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	ok, fence, err := s.Store.TryAcquire(ctx, key, token, ttl, fenced)
+	if err == nil && !ok {
+		err = errors.New("broken: the key is locked")
+	}
+	return ok, fence, err
+}
+
+// errorsAsBusy swallows errors: a store that is down looks like a held key,
+// and a failed release or extend like a lost lock.
+type errorsAsBusy struct{ base }
+
+func (s errorsAsBusy) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	ok, fence, err := s.Store.TryAcquire(ctx, key, token, ttl, fenced)
+	if err != nil {
+		return false, 0, nil
+	}
+	return ok, fence, nil
+}
+
+func (s errorsAsBusy) Release(ctx context.Context, key, token string) (bool, error) {
+	ok, err := s.Store.Release(ctx, key, token)
+	return ok && err == nil, nil
+}
+
+func (s errorsAsBusy) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	ok, fence, err := s.Store.Extend(ctx, key, token, ttl, fenced)
+	if err != nil {
+		return false, 0, nil
+	}
+	return ok, fence, nil
+}
+
+// mute is a Notifier whose Announce does nothing: releases are never
+// published, so watchers are never woken.
+type mute struct{ base }
+
+func (s mute) Announce() {}
+
+func (s mute) Watch(key string) (<-chan struct{}, func()) {
+	return s.Store.(core.Notifier).Watch(key)
+}
+
+// brokenCase is a store that breaks property, described by store, and a
+// piece of the failure the suite must report.
+type brokenCase struct {
+	property string
+	store    string
+	wrap     func(base) core.Store
+	want     string
+	// alone: the bug shows in timing only (a lock freed early), which a
+	// starved process could miss; the case runs before the parallel ones.
+	alone bool
+}
+
+// brokenCases pairs each property with a store that breaks it and a piece of
+// the failure the suite must report.
+var brokenCases = []brokenCase{
+	{
+		property: "MutualExclusion", store: "TryAcquire without NX",
+		wrap: func(b base) core.Store { return overwriting{b} },
+		want: "critical sections overlapped",
+	},
+	{
+		property: "TTLFreesUnreleasedLock", store: "no expiry",
+		wrap: func(b base) core.Store { return noExpiry{b} },
+		want: "its TTL is not honoured",
+	},
+	{
+		property: "TTLFreesUnreleasedLock", store: "a quarter of the TTL",
+		wrap:  func(b base) core.Store { return shortTTL{b} },
+		want:  "before its TTL ran out",
+		alone: true,
+	},
+	{
+		property: "ReleaseByOtherTokenKeepsLock", store: "Release ignores the token",
+		wrap: func(b base) core.Store { return releaseIgnoresToken{b} },
+		want: "with a token that does not hold it freed the lock",
+	},
+	{
+		property: "SecondReleaseReportsFalse", store: "Release always reports true",
+		wrap: func(b base) core.Store { return releaseAlwaysTrue{b} },
+		want: "a second Release",
+	},
+	{
+		property: "ExpiredHolderCannotReleaseOrExtend", store: "Release ignores the token",
+		wrap: func(b base) core.Store { return releaseIgnoresToken{b} },
+		want: "freed the new holder's lock",
+	},
+	{
+		property: "ExpiredHolderCannotReleaseOrExtend", store: "Extend sets the key",
+		wrap: func(b base) core.Store { return extendSets{b} },
+		want: "whose lock had expired and was taken by another token reported true",
+	},
+	{
+		property: "ExtendByOtherTokenKeepsTTL", store: "Extend ignores the token",
+		wrap: func(b base) core.Store { return extendIgnoresToken{b} },
+		want: "with a token that does not hold it reported true",
+	},
+	{
+		property: "ExtendByHolderKeepsLock", store: "Extend keeps the old TTL",
+		wrap: func(b base) core.Store { return extendKeepsTTL{b} },
+		want: "extended by its holder",
+	},
+	{
+		property: "FencesStrictlyIncrease", store: "fencing token always 1",
+		wrap: func(b base) core.Store { return fixedFence{b} },
+		want: "fencing tokens must strictly increase",
+	},
+	{
+		property: "ResentAcquireSucceedsAndResetsTTL", store: "plain SET NX",
+		wrap: func(b base) core.Store { return plainSetNX{b} },
+		want: "would wait for itself",
+	},
+	{
+		property: "ResentAcquireSucceedsAndResetsTTL", store: "a resent attempt keeps the old TTL",
+		wrap: func(b base) core.Store { return resendKeepsTTL{b} },
+		want: "did not reset the TTL",
+	},
+	{
+		property: "KeysAreIndependent", store: "one key for all names",
+		wrap: func(b base) core.Store { return oneKey{b} },
+		want: "failed while only",
+	},
+	{
+		property: "BusyIsErrTimeout", store: "a held key is an error",
+		wrap: func(b base) core.Store { return busyIsError{b} },
+		want: "want core.ErrTimeout alone",
+	},
+	{
+		property: "CancelIsContextCanceled", store: "a held key is an error",
+		wrap: func(b base) core.Store { return busyIsError{b} },
+		want: "want context.Canceled alone",
+	},
+	{
+		property: "DeadlineIsContextDeadlineExceeded", store: "a held key is an error",
+		wrap: func(b base) core.Store { return busyIsError{b} },
+		want: "want context.DeadlineExceeded alone",
+	},
+	{
+		property: "StoreDownIsErrStorage", store: "errors swallowed",
+		wrap: func(b base) core.Store { return errorsAsBusy{b} },
+		want: "want core.ErrStorage alone",
+	},
+	{
+		property: "NotifierWakesWatchers", store: "Announce does nothing",
+		wrap: func(b base) core.Store { return mute{b} },
+		want: "no notice on the Watch channel",
+	},
+}
+
+// TestSuiteFailsBrokenStores runs each property on its broken stores. Most
+// cases run in parallel, to keep the run short: their bugs are far beyond
+// the bounds the suite allows, or not a matter of timing, so that the extra
+// load does not hide them.
+func TestSuiteFailsBrokenStores(t *testing.T) {
+	for i, c := range brokenCases {
+		t.Run(c.property+"/"+c.store, func(t *testing.T) {
+			if !c.alone {
+				t.Parallel()
+			}
+			proxy := redistest.NewProxy(t, shared.Addr())
+			tag := t.Name()
+			rep := storetest.Check(t, c.property, func(t *testing.T) core.Store {
+				cl := client(t, shared, proxy)
+				return c.wrap(base{Store: core.NewRedisStore(cl), c: cl, tag: tag})
+			}, proxied(proxy))
+			for _, m := range rep.Messages {
+				t.Log(m)
+			}
+			if !rep.Failed {
+				t.Fatalf("case %d: the suite passed a store whose %s", i, c.store)
+			}
+			if !slices.ContainsFunc(rep.Messages, func(m string) bool { return strings.Contains(m, c.want) }) {
+				t.Fatalf("case %d: the suite failed, but without a message containing %q", i, c.want)
+			}
+		})
+	}
+}
+
+// TestEveryPropertyHasABrokenStore keeps the table above complete.
+func TestEveryPropertyHasABrokenStore(t *testing.T) {
+	for _, name := range storetest.PropertyNames() {
+		if !slices.ContainsFunc(brokenCases, func(c brokenCase) bool { return c.property == name }) {
+			t.Errorf("no broken store shows that property %s can fail", name)
+		}
+	}
+}

@@ -1,0 +1,52 @@
+// Package storetest is the conformance suite of core.Store: the properties
+// every store of reqlock's locks must have, whatever keeps the locks
+// (Redis, a Redlock quorum, etcd, ZooKeeper, SQL, Memcached...).
+//
+// A store's module runs it from its own tests, on a real server of its
+// kind:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) core.Store {
+//			client := newClient(t) // a new client of the test's server, closed by t.Cleanup
+//			return mystore.New(client)
+//		})
+//	}
+//
+// Every call of the function passed to Run must return a new client of one
+// and the same store, as another process would have: the suite calls it
+// several times in one subtest to get independent holders. RunWith adapts
+// the suite to a store that counts TTLs in whole seconds and lets it take
+// the store down:
+//
+//	storetest.RunWith(t, newStore, storetest.Options{
+//		TTLResolution: time.Second,
+//		Down:          func(t *testing.T) { proxy.Cut() },
+//		Up:            func(t *testing.T) { proxy.Restore() },
+//	})
+//
+// Each property is one subtest, so that a failure names what is broken:
+//
+//   - MutualExclusion: Lockers on three clients never hold one name at once;
+//   - TTLFreesUnreleasedLock: a lock that is not released stays held until
+//     its TTL runs out, and not much longer (TTL resolution and slack
+//     allowed);
+//   - ReleaseByOtherTokenKeepsLock, SecondReleaseReportsFalse,
+//     ExpiredHolderCannotReleaseOrExtend: Release and Extend act only for the
+//     token that holds the key, and report false otherwise;
+//   - ExtendByOtherTokenKeepsTTL, ExtendByHolderKeepsLock: only the holder
+//     extends, and its Extend keeps the lock past its first TTL;
+//   - FencesStrictlyIncrease: fenced acquires and extends draw strictly
+//     increasing fencing tokens (every store must support fencing);
+//   - ResentAcquireSucceedsAndResetsTTL: an attempt sent again with the
+//     holder's token counts as acquired and resets the TTL;
+//   - KeysAreIndependent: locks on different keys do not interfere;
+//   - BusyIsErrTimeout, CancelIsContextCanceled,
+//     DeadlineIsContextDeadlineExceeded, StoreDownIsErrStorage: through a
+//     Locker, errors keep their kind (the last one needs Options.Down);
+//   - NotifierWakesWatchers: a core.Notifier wakes the watchers of a key
+//     when another client releases it (skipped for other stores).
+//
+// The suite takes a few seconds with a store that counts milliseconds
+// (most of it waiting for TTLs to run out), and longer with a coarser
+// TTLResolution. It leaves no goroutines of its own behind.
+package storetest

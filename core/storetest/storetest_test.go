@@ -1,0 +1,102 @@
+package storetest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/core/storetest"
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+// shared is the redis-server behind the broken stores; the real stores get
+// servers of their own.
+var shared *redistest.Server
+
+// quiet drops go-redis's own log lines (dial retries while a proxy is cut).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...interface{}) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	var err error
+	if shared, err = redistest.Launch(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	shared.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// proxied returns Options whose Down cuts every proxy and whose Up restores
+// them.
+func proxied(proxies ...*redistest.Proxy) storetest.Options {
+	return storetest.Options{
+		Down: func(*testing.T) {
+			for _, p := range proxies {
+				p.Cut()
+			}
+		},
+		Up: func(*testing.T) {
+			for _, p := range proxies {
+				p.Restore()
+			}
+		},
+	}
+}
+
+// client returns a new client of srv through proxy, closed when t ends.
+func client(t *testing.T, srv *redistest.Server, proxy *redistest.Proxy) *redis.Client {
+	opts := srv.Options()
+	opts.Addr = proxy.Addr()
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestRedisStore(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	storetest.RunWith(t, func(t *testing.T) core.Store {
+		return core.NewRedisStore(client(t, srv, proxy))
+	}, proxied(proxy))
+}
+
+func TestRedlockStore(t *testing.T) {
+	nodes := redistest.StartNodes(t, 3)
+	proxies := make([]*redistest.Proxy, len(nodes))
+	for i, n := range nodes {
+		proxies[i] = redistest.NewProxy(t, n.Addr())
+	}
+	storetest.RunWith(t, func(t *testing.T) core.Store {
+		stores := make([]core.Store, len(nodes))
+		for i, n := range nodes {
+			stores[i] = core.NewRedisStore(client(t, n, proxies[i]))
+		}
+		return core.NewRedlockStore(stores...)
+	}, proxied(proxies...))
+}
+
+// TestStoreDownSkippedWithoutHook: without Options.Down the suite cannot
+// take the store down, and says so instead of passing silently.
+func TestStoreDownSkippedWithoutHook(t *testing.T) {
+	rep := storetest.Check(t, "StoreDownIsErrStorage", func(t *testing.T) core.Store {
+		return core.NewRedisStore(shared.Client(t))
+	}, storetest.Options{})
+	if !rep.Skipped || rep.Failed {
+		t.Fatalf("got %+v; want the property skipped", rep)
+	}
+}

@@ -1,0 +1,308 @@
+// Package adapter is the one locking flow of reqlock's framework adapters
+// (ginlock, httplock, grpclock): name → TTL and wait → acquire → fail-open →
+// hold → release → answer. An adapter builds a Flow once, from its options,
+// and per request only builds a keyfunc.Source and maps a Failure to its
+// protocol (an HTTP status, a gRPC code).
+//
+// A new adapter has four parts:
+//
+//   - type config struct{ adapter.Config[R] } (plus its own options, if
+//     any) and type Option func(*config), with one line per shared option
+//     (func WithTTL(d time.Duration) Option { return func(c *config) { c.SetTTL(d) } });
+//   - a constructor that calls adapter.Apply and NewFlow (through Must, so
+//     that a bad set-up panics at start-up), and a Check that returns
+//     NewFlow's error instead;
+//   - per request: a Source, then Flow.Serve with a function that runs the
+//     rest of the chain with the context it is given;
+//   - a Protocol: Answer writes a Failure the way the framework answers.
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/keyfunc"
+)
+
+// StatusClientClosedRequest is the HTTP status of a request whose client went
+// away while it waited for its lock (nginx's 499), written without a body.
+const StatusClientClosedRequest = 499
+
+// Protocol is what an adapter tells its Flow about its framework.
+type Protocol[R any] struct {
+	// Answer answers a request that could not be locked, unless a custom
+	// handler (WithBusyHandler, WithErrorHandler) did; a gone client always
+	// comes here. It must not serve the request.
+	Answer func(x R, f Failure)
+	// Refuse, if set, is called first when a request is refused, before
+	// any answer (gin aborts its chain and records the error here).
+	Refuse func(x R, err error)
+	// Note, if set, is told of the errors that refuse nothing: the storage
+	// error of a request served unlocked (fail-open), a failed release.
+	Note func(x R, err error)
+}
+
+// Failure is a request that could not be locked, with its default HTTP
+// answer. Adapters of other protocols map Outcome themselves.
+type Failure struct {
+	Outcome core.Outcome
+	Err     error
+	// Status is the HTTP status: 400, 409, 503, 500, or
+	// StatusClientClosedRequest for a gone client.
+	Status int
+	// Message is the message of the JSON error ({"error": Message}); ""
+	// for a gone client, which gets no body.
+	Message string
+	// RetryAfter is the Retry-After header of a busy answer, in whole
+	// seconds; "" for other answers.
+	RetryAfter string
+}
+
+// Flow locks the requests of one middleware or interceptor. It is built once,
+// by NewFlow, and is safe for concurrent use.
+type Flow[R any] struct {
+	pkg    string
+	cfg    Config[R]
+	locker *core.Locker
+	key    keyfunc.Func
+	proto  Protocol[R]
+	route  []core.CallOption // RouteTTL and RouteWait: the route's defaults
+}
+
+// NewFlow checks an adapter's set-up and builds its flow. The error lists
+// every problem — an invalid option, a nil Locker or key Func, a Locker
+// whose Err is not nil — prefixed with pkg, and wraps core.ErrInvalidOption
+// (and the Locker's error).
+func NewFlow[R any](pkg string, l *core.Locker, key keyfunc.Func, cfg *Config[R], p Protocol[R]) (*Flow[R], error) {
+	problems := cfg.problems
+	var lockerErr error
+	switch {
+	case l == nil:
+		problems = append(problems, "the Locker is nil")
+	case l.Err() != nil:
+		lockerErr = l.Err()
+		problems = append(problems, "the Locker is unusable: "+lockerErr.Error())
+	}
+	if key == nil {
+		problems = append(problems, "the key Func is nil")
+	}
+	if p.Answer == nil {
+		problems = append(problems, "the adapter has no Answer")
+	}
+	if len(problems) > 0 {
+		return nil, &setupError{msg: pkg + ": " + core.ErrInvalidOption.Error() + ": " + strings.Join(problems, "; "),
+			errs: []error{core.ErrInvalidOption, lockerErr}}
+	}
+	f := &Flow[R]{pkg: pkg, cfg: *cfg, locker: l, key: key, proto: p}
+	if cfg.ttl > 0 {
+		f.route = append(f.route, core.RouteTTL(cfg.ttl))
+	}
+	if cfg.waitSet {
+		f.route = append(f.route, core.RouteWait(cfg.wait))
+	}
+	return f, nil
+}
+
+// setupError is NewFlow's error.
+type setupError struct {
+	msg  string
+	errs []error
+}
+
+func (e *setupError) Error() string   { return e.msg }
+func (e *setupError) Unwrap() []error { return e.errs }
+
+// Must returns f, or panics with err: the adapters' constructors fail at
+// start-up, as regexp.MustCompile does, not on every request.
+func Must[R any](f *Flow[R], err error) *Flow[R] {
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// MaxBody is the body limit of WithMaxBody, for the HTTP adapters' Source (0:
+// keyfunc.DefaultMaxBody).
+func (f *Flow[R]) MaxBody() int64 { return f.cfg.maxBody }
+
+// Serve runs one request x, whose context is ctx and whose parts src gives:
+// unless WithSkip skips it, it locks the name the key derives from src (see
+// Lock), and calls next with a context that carries the lease and is
+// cancelled with cause ErrLost when the lease is lost; it releases the lease
+// when next returns, also when next panics. next is called unlocked, with
+// ctx, when the request is skipped or fails open, and not at all when the
+// request is refused (then answered).
+func (f *Flow[R]) Serve(ctx context.Context, x R, src keyfunc.Source, next func(ctx context.Context)) {
+	if f.cfg.skip != nil && f.cfg.skip(x) {
+		next(ctx)
+		return
+	}
+	lease, ok := f.Lock(ctx, x, src)
+	switch {
+	case !ok:
+		return
+	case lease == nil: // fail-open
+		next(ctx)
+		return
+	}
+	held, stop := Hold(ctx, lease)
+	defer f.Release(held, x, lease, stop)
+	next(held)
+}
+
+// Lock derives the name of x from src and takes its lock, with the TTL and
+// wait of the precedence rule of core.Locker.Acquire: WithTTLFunc's TTL
+// (core.TTL) > core.ContextWithTTL on ctx > WithTTL (core.RouteTTL) > the
+// Locker's; core.ContextWithWait on ctx > WithWait (core.RouteWait) > the
+// Locker's. src.Route() labels the acquire (core.Route).
+//
+// It returns the lease and true when locked; nil and true when the store is
+// unavailable and the flow fails open (the request runs unlocked); nil and
+// false when the request was refused, after answering it: custom handlers
+// first (never for a gone client), else the Protocol's Answer.
+func (f *Flow[R]) Lock(ctx context.Context, x R, src keyfunc.Source) (*core.Lease, bool) {
+	name, err := f.key(src)
+	if err != nil {
+		f.refuse(x, Classify(err), err)
+		return nil, false
+	}
+	lease, err := f.acquire(ctx, x, name, src.Route())
+	switch o := core.Classify(err); {
+	case err == nil:
+		return lease, true
+	case o == core.OutcomeUnavailable && f.cfg.failOpen:
+		if f.proto.Note != nil {
+			f.proto.Note(x, err)
+		}
+		if f.cfg.onFailOpen != nil {
+			f.cfg.onFailOpen(x, err)
+		}
+		return nil, true
+	default:
+		f.refuse(x, o, err)
+		return nil, false
+	}
+}
+
+// acquire takes name with the call options of the route and of x. A context
+// cancelled once its deadline has passed is reported as
+// context.DeadlineExceeded: servers cancel a call at its deadline (gRPC
+// closes the stream), and the deadline is then the cause that matters.
+func (f *Flow[R]) acquire(ctx context.Context, x R, name, route string) (*core.Lease, error) {
+	opts := append(f.route[:len(f.route):len(f.route)], core.Route(route))
+	if f.cfg.ttlFunc != nil {
+		if ttl := f.cfg.ttlFunc(x); ttl > 0 {
+			opts = append(opts, core.TTL(ttl))
+		}
+	}
+	lease, err := f.locker.Acquire(ctx, name, opts...)
+	if errors.Is(err, context.Canceled) {
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			err = fmt.Errorf("%s: the call was cancelled at its deadline: %w", f.pkg, context.DeadlineExceeded)
+		}
+	}
+	return lease, err
+}
+
+// refuse answers a request that could not be locked.
+func (f *Flow[R]) refuse(x R, o core.Outcome, err error) {
+	if f.proto.Refuse != nil {
+		f.proto.Refuse(x, err)
+	}
+	switch {
+	case o == core.OutcomeCanceled: // nobody reads the answer: the default
+	case o == core.OutcomeBusy && f.cfg.onBusy != nil:
+		f.cfg.onBusy(x, err)
+		return
+	case f.cfg.onError != nil:
+		f.cfg.onError(x, err)
+		return
+	}
+	f.proto.Answer(x, f.failure(o, err))
+}
+
+// failure returns the default answer to a failure of outcome o.
+func (f *Flow[R]) failure(o core.Outcome, err error) Failure {
+	a := Failure{Outcome: o, Err: err, Status: http.StatusInternalServerError, Message: "reqlock: internal error"}
+	switch o {
+	case core.OutcomeBadRequest:
+		a.Status, a.Message = http.StatusBadRequest, err.Error()
+	case core.OutcomeBusy:
+		a.Status, a.Message = http.StatusConflict, "reqlock: the resource is busy, retry later"
+		a.RetryAfter = strconv.Itoa(retryAfterSeconds(f.cfg.retryAfter))
+	case core.OutcomeUnavailable:
+		a.Status, a.Message = http.StatusServiceUnavailable, "reqlock: the lock service is unavailable"
+	case core.OutcomeDeadline:
+		a.Status, a.Message = http.StatusServiceUnavailable, "reqlock: the request's deadline passed while it waited for a lock"
+	case core.OutcomeCanceled:
+		a.Status, a.Message = StatusClientClosedRequest, ""
+	}
+	return a
+}
+
+// retryAfterSeconds returns d in whole seconds, rounded up, at least 1;
+// DefaultRetryAfter when d is 0.
+func retryAfterSeconds(d time.Duration) int {
+	if d == 0 {
+		d = DefaultRetryAfter
+	}
+	return max(int((d+time.Second-1)/time.Second), 1)
+}
+
+// Release ends the hold of lease (stop, from Hold or Watch) and releases
+// it; a failed release goes to the Protocol's Note, and the lock expires
+// with its TTL.
+func (f *Flow[R]) Release(ctx context.Context, x R, lease *core.Lease, stop func()) {
+	stop()
+	if err := lease.Release(ctx); err != nil && f.proto.Note != nil {
+		f.proto.Note(x, err)
+	}
+}
+
+// Classify returns the outcome of an error of a key Func or of Acquire:
+// core.OutcomeBadRequest for a missing or unreadable key part, else
+// core.Classify's.
+func Classify(err error) core.Outcome {
+	if errors.Is(err, keyfunc.ErrMissing) || errors.Is(err, keyfunc.ErrUnreadable) {
+		return core.OutcomeBadRequest
+	}
+	return core.Classify(err)
+}
+
+// ErrLost is the cause (context.Cause) of a request context cancelled
+// because its lease was lost; it wraps core.ErrNotHeld.
+var ErrLost = fmt.Errorf("%w: the request's lease was lost (its TTL ran out or the lock was taken away)", core.ErrNotHeld)
+
+// Hold returns ctx carrying lease (core.ContextWithLease), cancelled with
+// cause ErrLost when lease.Done closes, and the function that ends the watch;
+// call it when the handler returns, before releasing the lease (Release
+// does).
+func Hold(ctx context.Context, lease *core.Lease) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(core.ContextWithLease(ctx, lease))
+	return ctx, Watch(ctx, lease, cancel)
+}
+
+// Watch cancels ctx with cause ErrLost when lease.Done closes, until the
+// returned function is called; that function cancels ctx and returns once the
+// watch has ended.
+func Watch(ctx context.Context, lease *core.Lease, cancel context.CancelCauseFunc) (stop func()) {
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-lease.Done():
+			cancel(ErrLost)
+		case <-ctx.Done():
+		}
+	}()
+	return func() {
+		cancel(context.Canceled)
+		<-exited
+	}
+}

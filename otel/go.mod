@@ -1,0 +1,30 @@
+module github.com/reqlock/reqlock/otel
+
+go 1.24.0
+
+require (
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	github.com/redis/go-redis/v9 v9.22.0
+	go.opentelemetry.io/otel v1.41.0
+	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.41.0
+	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.41.0
+	go.opentelemetry.io/otel/metric v1.41.0
+	go.opentelemetry.io/otel/sdk v1.41.0
+	go.opentelemetry.io/otel/sdk/metric v1.41.0
+	go.opentelemetry.io/otel/trace v1.41.0
+	go.uber.org/goleak v1.3.0 // indirect
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.41.0 // indirect
+)
+
+require github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
+
+replace github.com/reqlock/reqlock => ../
