@@ -1,4 +1,5 @@
--- Set-if-absent with a TTL: the seed's addIfAbsent, as one atomic step, for
+-- Set-if-absent with a TTL (the Redis documentation's single-instance lock),
+-- as one atomic step, for
 -- servers before Redis 7.0, which reject SET ... NX GET (see redis.go).
 -- KEYS[1]: the lock key; ARGV[1]: the new lease's token; ARGV[2]: TTL in ms.
 -- Returns 1 when the key is ours, 0 when another holder has it.

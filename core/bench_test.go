@@ -9,10 +9,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The seed's plain algorithm written straight on go-redis, as the peer that
+// The plain spin lock of the Redis documentation written straight on go-redis, as the peer that
 // reqlock's uncontended path is compared with in the same run: SET NX PX, then
 // a compare-and-delete script.
-var seedRelease = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+var plainRelease = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
 
 // BenchmarkAcquireRelease measures one uncontended acquire+release on a real
 // redis-server, with the round trips it makes (roundtrips/op). Run it with
@@ -32,14 +32,14 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			}
 		})
 	})
-	b.Run("seed-plain", func(b *testing.B) {
+	b.Run("plain-spin", func(b *testing.B) {
 		e := newEnv(b, nil)
 		benchCycle(b, e, func(name string) {
 			ok, err := e.client.SetNX(ctx, name, "token", 10*time.Second).Result()
 			if err != nil || !ok {
 				b.Fatal(ok, err)
 			}
-			if err := seedRelease.Run(ctx, e.client, []string{name}, "token").Err(); err != nil {
+			if err := plainRelease.Run(ctx, e.client, []string{name}, "token").Err(); err != nil {
 				b.Fatal(err)
 			}
 		})

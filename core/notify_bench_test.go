@@ -36,7 +36,7 @@ func (h attemptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 // BenchmarkWakeUp measures how long a waiter takes to get a name once its
-// holder releases it, with the seed's random sleep alone (10–20 ms, the
+// holder releases it, with the random sleep alone (10–20 ms, the
 // default) and with WithNotify, alternating the two in one run so that both
 // see the same machine. The release comes at a random moment of the
 // waiter's sleep, as it would in production. Reported per variant: the mean

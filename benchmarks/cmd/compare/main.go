@@ -15,12 +15,12 @@ import (
 	"os/signal"
 	"path/filepath"
 
-	"github.com/reqlock/reqlock/benchmarks/seed"
+	"github.com/reqlock/reqlock/benchmarks/lockbench"
 )
 
 func main() {
-	seed.RunWorkerIfChild()
-	p := seed.SeedParams()
+	lockbench.RunWorkerIfChild()
+	p := lockbench.DefaultParams()
 	p.RegisterFlags(flag.CommandLine)
 	impls := flag.String("impl", "", "comma-separated implementations to run (default all)")
 	write := flag.Bool("write", false, "write README.md and "+chartFile+" into -dir")
@@ -32,14 +32,14 @@ func main() {
 	}
 }
 
-func run(p seed.Params, impls string, write bool, dir string) error {
-	list, err := seed.Lookup(impls)
+func run(p lockbench.Params, impls string, write bool, dir string) error {
+	list, err := lockbench.Lookup(impls)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	rep, err := seed.Run(ctx, p, list, seed.AllScenarios, os.Stderr)
+	rep, err := lockbench.Run(ctx, p, list, lockbench.AllScenarios, os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"text/template"
 
-	"github.com/reqlock/reqlock/benchmarks/seed"
+	"github.com/reqlock/reqlock/benchmarks/lockbench"
 )
 
 // chartFile is the chart's file name, next to README.md.
@@ -18,9 +18,9 @@ var readmeTemplate string
 
 // readme is what the README template is given.
 type readme struct {
-	*seed.Report
+	*lockbench.Report
 	Best     string
-	Impls    []seed.Impl
+	Impls    []lockbench.Impl
 	Versions []module
 	Chart    string
 }
@@ -36,28 +36,28 @@ var peerModules = []string{
 	"github.com/redis/go-redis/v9",
 }
 
-func writeReadme(w io.Writer, rep *seed.Report) error {
-	verdicts := rep.Verdicts(seed.Best)
-	var losses []seed.Verdict
+func writeReadme(w io.Writer, rep *lockbench.Report) error {
+	verdicts := rep.Verdicts(lockbench.Best)
+	var losses []lockbench.Verdict
 	for _, v := range verdicts {
 		if !v.Beats() {
 			losses = append(losses, v)
 		}
 	}
 	t, err := template.New("README").Funcs(template.FuncMap{
-		"verdicts": func() []seed.Verdict { return verdicts },
-		"losses":   func() []seed.Verdict { return losses },
+		"verdicts": func() []lockbench.Verdict { return verdicts },
+		"losses":   func() []lockbench.Verdict { return losses },
 		"lossesOn": func(metric string) bool {
-			return slices.ContainsFunc(losses, func(v seed.Verdict) bool { return v.Metric == metric })
+			return slices.ContainsFunc(losses, func(v lockbench.Verdict) bool { return v.Metric == metric })
 		},
 		"mod":       func(a, b int) int { return a % b },
-		"handoffK":  func() int { return seed.HandoffK },
-		"handoffK1": func() int { return seed.HandoffK + 1 },
+		"handoffK":  func() int { return lockbench.HandoffK },
+		"handoffK1": func() int { return lockbench.HandoffK + 1 },
 	}).Parse(readmeTemplate)
 	if err != nil {
 		return err
 	}
-	return t.Execute(w, readme{Report: rep, Best: seed.Best, Impls: seed.Impls, Versions: versions(), Chart: chartFile})
+	return t.Execute(w, readme{Report: rep, Best: lockbench.Best, Impls: lockbench.Impls, Versions: versions(), Chart: chartFile})
 }
 
 // versions reads the peers' versions from the binary's build information.

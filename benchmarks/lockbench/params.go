@@ -1,4 +1,4 @@
-package seed
+package lockbench
 
 import (
 	"errors"
@@ -10,8 +10,8 @@ import (
 // Params is the shape of one run: the lock settings every implementation is
 // given, the simulated network, and the shape of each scenario.
 type Params struct {
-	// The seed experiment (scenario 1).
-	Procs      int    // worker processes (the seed's instances)
+	// The contention experiment (scenario 1).
+	Procs      int    // worker processes
 	Goroutines int    // parallel acquires per round in a process
 	Attempts   int    // acquires per process, in rounds of Goroutines
 	Name       string // the lock name all attempts contend for
@@ -41,12 +41,12 @@ type Params struct {
 // away from Redis, as across availability zones of one region.
 const DefaultRTT = time.Millisecond
 
-// SeedParams returns the seed's shape: 3 processes × 400 attempts on
-// lock_key in rounds of 4 parallel acquires (1200 attempts in all), wait 3 s,
-// TTL 10 s, sleep 10–20 ms, over a simulated round trip of DefaultRTT; and
-// the other scenarios at the same scale: 3 × 4 goroutines on one hot key for
-// 5 s, and 500 uncontended acquires.
-func SeedParams() Params {
+// DefaultParams returns the shape of the contention experiment: 3 processes
+// × 400 attempts on lock_key in rounds of 4 parallel acquires (1200 attempts
+// in all), wait 3 s, TTL 10 s, sleep 10–20 ms, over a simulated round trip
+// of DefaultRTT; and the other scenarios at the same scale: 3 × 4
+// goroutines on one hot key for 5 s, and 500 uncontended acquires.
+func DefaultParams() Params {
 	return Params{
 		Procs:         3,
 		Goroutines:    4,
@@ -67,9 +67,9 @@ func SeedParams() Params {
 // RegisterFlags defines a command-line flag for each field of p on fs, with
 // p's values as defaults.
 func (p *Params) RegisterFlags(fs *flag.FlagSet) {
-	fs.IntVar(&p.Procs, "procs", p.Procs, "seed experiment: worker processes")
-	fs.IntVar(&p.Goroutines, "goroutines", p.Goroutines, "seed experiment: parallel acquires per round in a process")
-	fs.IntVar(&p.Attempts, "attempts", p.Attempts, "seed experiment: acquires per process")
+	fs.IntVar(&p.Procs, "procs", p.Procs, "contention experiment: worker processes")
+	fs.IntVar(&p.Goroutines, "goroutines", p.Goroutines, "contention experiment: parallel acquires per round in a process")
+	fs.IntVar(&p.Attempts, "attempts", p.Attempts, "contention experiment: acquires per process")
 	fs.StringVar(&p.Name, "name", p.Name, "the lock name")
 	fs.DurationVar(&p.Wait, "wait", p.Wait, "wait budget of an acquire")
 	fs.DurationVar(&p.TTL, "ttl", p.TTL, "lock TTL")
@@ -84,16 +84,16 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 
 func (p Params) validate() error {
 	if p.Procs < 1 || p.Goroutines < 1 || p.Attempts < 1 {
-		return fmt.Errorf("seed: procs, goroutines and attempts must be at least 1 (got %d, %d, %d)", p.Procs, p.Goroutines, p.Attempts)
+		return fmt.Errorf("lockbench: procs, goroutines and attempts must be at least 1 (got %d, %d, %d)", p.Procs, p.Goroutines, p.Attempts)
 	}
 	if p.HotProcs < 1 || p.HotGoroutines < 1 || p.HotFor <= 0 || p.SoloOps < 1 {
-		return fmt.Errorf("seed: the hot-key scenario needs at least 1 process and goroutine and a positive duration, the uncontended one at least 1 acquire (got %d, %d, %v, %d)", p.HotProcs, p.HotGoroutines, p.HotFor, p.SoloOps)
+		return fmt.Errorf("lockbench: the hot-key scenario needs at least 1 process and goroutine and a positive duration, the uncontended one at least 1 acquire (got %d, %d, %v, %d)", p.HotProcs, p.HotGoroutines, p.HotFor, p.SoloOps)
 	}
 	if p.Name == "" || p.Wait < 0 || p.TTL <= 0 || p.SpinMin < 0 || p.SpinRandom < 0 || p.RTT < 0 {
-		return errors.New("seed: the name must not be empty, the TTL must be positive and no duration negative")
+		return errors.New("lockbench: the name must not be empty, the TTL must be positive and no duration negative")
 	}
 	if p.SpinMin+p.SpinRandom <= 0 {
-		return errors.New("seed: the sleep between attempts must be positive")
+		return errors.New("lockbench: the sleep between attempts must be positive")
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package seed
+package lockbench
 
 import (
 	"context"
@@ -12,15 +12,19 @@ import (
 
 // errTimeout is the failure of an acquire whose wait budget ran out, for the
 // implementations that have no error of their own for it.
-var errTimeout = errors.New("seed: wait budget spent")
+var errTimeout = errors.New("lockbench: wait budget spent")
 
-// plainRelease is the seed's compareAndDelete.
+// plainRelease is the plain spin lock's release: delete the key if it still
+// holds this token.
 var plainRelease = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
 
-// plain is the seed document's algorithm as it stands, the baseline of the
-// comparison: SET name token NX PX ttl; while another holds the name, sleep a
-// random time in [SpinMin, SpinMin+SpinRandom) and try again until the wait
-// budget is spent; release with a compare-and-delete script.
+// plain is the plain spin lock, the baseline of the comparison: the
+// single-instance lock of the Redis documentation
+// (https://redis.io/docs/latest/develop/use/patterns/distributed-locks/)
+// retried after a random sleep. SET name token NX PX ttl; while another
+// holds the name, sleep a random time in [SpinMin, SpinMin+SpinRandom) and
+// try again until the wait budget is spent; release with a
+// compare-and-delete script.
 type plain struct {
 	client *redis.Client
 	p      Params
@@ -42,7 +46,7 @@ func (l *plain) Acquire(ctx context.Context, name string) (func(context.Context)
 			return func(ctx context.Context) error {
 				n, err := plainRelease.Run(ctx, l.client, []string{name}, token).Int64()
 				if err == nil && n != 1 {
-					err = fmt.Errorf("seed: release %q: not held", name)
+					err = fmt.Errorf("lockbench: release %q: not held", name)
 				}
 				return err
 			}, nil

@@ -1,4 +1,4 @@
-package seed
+package lockbench
 
 import (
 	"context"
@@ -64,11 +64,11 @@ const HandoffK = 3
 var Best = fmt.Sprintf("reqlock+hotspot+handoff%d+notify", HandoffK)
 
 // Impls are the implementations the experiment compares, in table order:
-// the seed's own algorithm, the peers, and reqlock from its plain Locker to
+// the plain spin lock, the peers, and reqlock from its plain Locker to
 // its best settings.
 var Impls = []Impl{
-	{Name: "seed algorithm", Peer: true, Open: openPlain,
-		Config: "SET NX PX, sleep 10–20 ms, compare-and-delete script; go-redis"},
+	{Name: "plain-spin", Peer: true, Open: openPlain,
+		Config: "the single-instance lock of the Redis documentation: SET NX PX, sleep 10–20 ms, compare-and-delete script; go-redis"},
 	{Name: "bsm/redislock", Peer: true, Open: openRedislock,
 		Config: "Obtain with a context deadline of the wait budget, TTL 10 s, a RetryStrategy sleeping 10–20 ms at random"},
 	{Name: "go-redsync/redsync", Peer: true, Open: openRedsync,
@@ -99,7 +99,7 @@ func Lookup(names string) ([]Impl, error) {
 	for _, name := range strings.Split(names, ",") {
 		impl, ok := find(strings.TrimSpace(name))
 		if !ok {
-			return nil, fmt.Errorf("seed: unknown implementation %q", name)
+			return nil, fmt.Errorf("lockbench: unknown implementation %q", name)
 		}
 		out = append(out, impl)
 	}
@@ -115,7 +115,7 @@ func find(name string) (Impl, bool) {
 	return Impl{}, false
 }
 
-// openReqlock returns the constructor of a core.Locker with the seed's
+// openReqlock returns the constructor of a core.Locker with the run's
 // settings and extra, with a hotspot Guard in front of it when guardOpts are
 // given.
 func openReqlock(extra []core.Option, guardOpts ...hotspot.Option) func(env *Env) (Lock, error) {

@@ -1,4 +1,4 @@
-package seed
+package lockbench
 
 import (
 	"bufio"
@@ -22,13 +22,13 @@ import (
 
 // Scenarios selects what a run measures.
 type Scenarios struct {
-	Seed bool // the seed experiment: rounds of parallel attempts on one name
-	Hot  bool // a continuous hot key for a fixed time
-	Solo bool // uncontended acquires of distinct names
+	Contention bool // the contention experiment: rounds of parallel attempts on one name
+	Hot        bool // a continuous hot key for a fixed time
+	Solo       bool // uncontended acquires of distinct names
 }
 
 // AllScenarios runs everything.
-var AllScenarios = Scenarios{Seed: true, Hot: true, Solo: true}
+var AllScenarios = Scenarios{Contention: true, Hot: true, Solo: true}
 
 // Report is a whole run: its shape, the machine, the server and the results
 // of each scenario that ran.
@@ -40,7 +40,7 @@ type Report struct {
 	// MeasuredRTT is the median PING round trip through the proxy, which
 	// can exceed Params.RTT: the proxy's delays are timer sleeps.
 	MeasuredRTT time.Duration
-	Results     []Result    // the seed experiment
+	Results     []Result    // the contention experiment
 	Hot         []HotResult // the continuous hot key
 	Solo        []SoloResult
 }
@@ -82,8 +82,8 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 		what     string
 		keep     func(name string, run workerRun)
 	}{
-		{only.Seed, scenarioSeed, p.Procs, fmt.Sprintf("%d processes × %d attempts in rounds of %d", p.Procs, p.Attempts, p.Goroutines),
-			func(name string, run workerRun) { rep.Results = append(rep.Results, mergeSeed(name, p, run)) }},
+		{only.Contention, scenarioContention, p.Procs, fmt.Sprintf("%d processes × %d attempts in rounds of %d", p.Procs, p.Attempts, p.Goroutines),
+			func(name string, run workerRun) { rep.Results = append(rep.Results, mergeContention(name, p, run)) }},
 		{only.Hot, scenarioHot, p.HotProcs, fmt.Sprintf("hot key, %d processes × %d goroutines for %v", p.HotProcs, p.HotGoroutines, p.HotFor),
 			func(name string, run workerRun) { rep.Hot = append(rep.Hot, mergeHot(name, p, run)) }},
 		{only.Solo, scenarioSolo, 1, fmt.Sprintf("%d uncontended acquires", p.SoloOps),
@@ -94,10 +94,10 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 			if !step.on {
 				continue
 			}
-			fmt.Fprintf(log, "seed: %s: %s...\n", impl.Name, step.what)
+			fmt.Fprintf(log, "lockbench: %s: %s...\n", impl.Name, step.what)
 			run, err := b.run(ctx, step.scenario, impl, step.procs)
 			if err != nil {
-				return nil, fmt.Errorf("seed: %s: %s: %w", impl.Name, step.scenario, err)
+				return nil, fmt.Errorf("lockbench: %s: %s: %w", impl.Name, step.scenario, err)
 			}
 			step.keep(impl.Name, run)
 		}

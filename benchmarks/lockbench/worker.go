@@ -1,4 +1,4 @@
-package seed
+package lockbench
 
 import (
 	"bufio"
@@ -15,13 +15,13 @@ import (
 )
 
 // workerEnv carries a worker's job, as JSON, to the process it runs in.
-const workerEnv = "REQLOCK_SEED_WORKER"
+const workerEnv = "REQLOCK_BENCH_WORKER"
 
 // The scenarios a worker runs.
 const (
-	scenarioSeed = "seed"
-	scenarioHot  = "hot"
-	scenarioSolo = "solo"
+	scenarioContention = "contention"
+	scenarioHot        = "hot"
+	scenarioSolo       = "solo"
 )
 
 // job is what the runner asks of one worker process.
@@ -57,7 +57,7 @@ func RunWorkerIfChild() {
 		return
 	}
 	if err := runWorker(spec, os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "seed worker:", err)
+		fmt.Fprintln(os.Stderr, "lockbench worker:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
@@ -105,8 +105,8 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 	rt.n.Store(0)
 	var r *report
 	switch j.Scenario {
-	case scenarioSeed:
-		r = seedAttempts(ctx, lock, critical, j.Params)
+	case scenarioContention:
+		r = contentionRounds(ctx, lock, critical, j.Params)
 	case scenarioHot:
 		r = hotLoop(ctx, lock, critical, j.Params)
 	case scenarioSolo:
@@ -126,7 +126,7 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 func warmUp(ctx context.Context, lock Lock, j job) error {
 	parallel, rounds := 1, 20
 	switch j.Scenario {
-	case scenarioSeed:
+	case scenarioContention:
 		parallel, rounds = j.Params.Goroutines, 2
 	case scenarioHot:
 		parallel, rounds = j.Params.HotGoroutines, 2

@@ -1,4 +1,4 @@
-package seed
+package lockbench
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 // the workers start, every acquire succeeds without overlap, the counts add
 // up, and the tables and the chart have a row for each implementation.
 func TestSmallRun(t *testing.T) {
-	p := SeedParams()
+	p := DefaultParams()
 	p.Procs, p.Goroutines, p.Attempts = 2, 3, 6
 	p.HotProcs, p.HotGoroutines, p.HotFor = 2, 2, 300*time.Millisecond
 	p.SoloOps = 10
@@ -51,10 +51,10 @@ func TestSmallRun(t *testing.T) {
 	}
 	for _, r := range rep.Results {
 		if r.Attempts != 12 || r.Succeeded+r.Failed != 12 || !failedOK(r.Impl, r.Failed, 12) || r.Overlaps != 0 || r.ReleaseErrors != 0 {
-			t.Errorf("seed: %s: %+v", r.Impl, r)
+			t.Errorf("contention: %s: %+v", r.Impl, r)
 		}
 		if r.SETs < 1 || r.RoundTrips < 1 || r.WaitP99 < r.WaitP50 || r.Commands["set"] != r.SETs {
-			t.Errorf("seed: %s: implausible counts %+v", r.Impl, r)
+			t.Errorf("contention: %s: implausible counts %+v", r.Impl, r)
 		}
 	}
 	// The round trips the clients counted are the commands Redis executed:
@@ -67,11 +67,11 @@ func TestSmallRun(t *testing.T) {
 			server += r.SETs
 		}
 		if r.RoundTrips != server {
-			t.Errorf("seed: %s: the clients counted %d round trips, Redis %d commands: %v", r.Impl, r.RoundTrips, server, r.Commands)
+			t.Errorf("contention: %s: the clients counted %d round trips, Redis %d commands: %v", r.Impl, r.RoundTrips, server, r.Commands)
 		}
 	}
 	if plain := rep.Results[0]; plain.SETs < int64(plain.Succeeded) || plain.Scripts != int64(plain.Succeeded) || plain.Counters != nil {
-		t.Errorf("the seed's algorithm: %d SETs and %d scripts for %d acquires, counters %v", plain.SETs, plain.Scripts, plain.Succeeded, plain.Counters)
+		t.Errorf("plain-spin: %d SETs and %d scripts for %d acquires, counters %v", plain.SETs, plain.Scripts, plain.Succeeded, plain.Counters)
 	}
 	for _, r := range rep.Hot {
 		if r.Acquires < 1 || r.SuccessesAll < r.Acquires || !failedOK(r.Impl, r.Failed, r.SuccessesAll) || r.Overlaps != 0 || r.ReleaseErrors != 0 || r.RoundTrips < 1 {
@@ -143,7 +143,7 @@ func TestLookup(t *testing.T) {
 // Handovers count the changes of process in the order the lock was taken,
 // whatever order the reports list the takes in.
 func TestMergeHotHandovers(t *testing.T) {
-	p := SeedParams()
+	p := DefaultParams()
 	p.HotFor = 2 * time.Second
 	run := workerRun{
 		reports: []*report{

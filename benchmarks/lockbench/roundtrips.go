@@ -1,4 +1,4 @@
-package seed
+package lockbench
 
 import (
 	"context"

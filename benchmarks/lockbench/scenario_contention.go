@@ -1,4 +1,4 @@
-package seed
+package lockbench
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Result is one implementation's row of the seed experiment: the sums over
+// Result is one implementation's row of the contention experiment: the sums over
 // its worker processes.
 type Result struct {
 	Impl          string
@@ -28,9 +28,9 @@ type Result struct {
 	Errors        []string
 }
 
-// seedAttempts runs p.Attempts acquires of p.Name in rounds of p.Goroutines
-// parallel ones, as the seed's instances do.
-func seedAttempts(ctx context.Context, lock Lock, critical *redis.Client, p Params) *report {
+// contentionRounds runs p.Attempts acquires of p.Name in rounds of
+// p.Goroutines parallel ones.
+func contentionRounds(ctx context.Context, lock Lock, critical *redis.Client, p Params) *report {
 	r := &report{Waits: make([]time.Duration, 0, p.Attempts)}
 	var mu sync.Mutex
 	for done := 0; done < p.Attempts; {
@@ -49,8 +49,8 @@ func seedAttempts(ctx context.Context, lock Lock, critical *redis.Client, p Para
 	return r
 }
 
-// mergeSeed sums the workers' reports into a Result.
-func mergeSeed(name string, p Params, run workerRun) Result {
+// mergeContention sums the workers' reports into a Result.
+func mergeContention(name string, p Params, run workerRun) Result {
 	t := run.tally()
 	return Result{
 		Impl:          name,

@@ -1,4 +1,4 @@
-package seed
+package lockbench
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString(rep.Setup() + "\n\n")
 	if len(rep.Results) > 0 {
-		b.WriteString(rep.SeedShape() + "\n\n" + rep.SeedTable())
+		b.WriteString(rep.ContentionShape() + "\n\n" + rep.ContentionTable())
 		if cmp := rep.Comparison(Best); cmp != "" {
 			b.WriteString("\n" + cmp)
 		}
@@ -36,15 +36,15 @@ func (rep *Report) Setup() string {
 		rep.Date.Format("2006-01-02"), m.CPU, m.Cores, m.OS, m.Go, rep.Redis, rep.Params.RTT/2, rep.Params.RTT, ms2(rep.MeasuredRTT))
 }
 
-// SeedShape describes the seed experiment.
-func (rep *Report) SeedShape() string {
+// ContentionShape describes the contention experiment.
+func (rep *Report) ContentionShape() string {
 	p := rep.Params
 	return fmt.Sprintf("%d processes × %d attempts in rounds of %d parallel acquires of %q (%d attempts); wait %v, TTL %v, sleep %v–%v; critical section: two round trips (INCR/DECR of another key, which also detects overlaps across processes).",
 		p.Procs, p.Attempts, p.Goroutines, p.Name, p.Procs*p.Attempts, p.Wait, p.TTL, p.SpinMin, p.SpinMin+p.SpinRandom)
 }
 
-// SeedTable is the seed experiment's table, one row per implementation.
-func (rep *Report) SeedTable() string {
+// ContentionTable is the contention experiment's table, one row per implementation.
+func (rep *Report) ContentionTable() string {
 	var b strings.Builder
 	b.WriteString("| implementation | succeeded | failed | overlaps | SET calls | SETs / success | EVALSHA+EVAL calls | round trips / success | wall time | wait p50 | wait p99 | lock commands (INFO commandstats) | counters |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
@@ -61,7 +61,7 @@ func (rep *Report) SeedTable() string {
 }
 
 // Verdict compares the best reqlock variant with one other implementation
-// on one metric of the seed experiment, lower being better for each.
+// on one metric of the contention experiment, lower being better for each.
 type Verdict struct {
 	Other  string
 	Metric string  // "wait p99", "round trips / success" or "wall time"

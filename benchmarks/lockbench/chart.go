@@ -1,4 +1,4 @@
-package seed
+package lockbench
 
 import (
 	"fmt"
@@ -36,12 +36,12 @@ var (
 	colBest       = color.RGBA{0, 120, 60, 255}
 )
 
-// WriteChart draws the seed experiment as a PNG: per implementation, the
+// WriteChart draws the contention experiment as a PNG: per implementation, the
 // lock wait p50 and p99 and the Redis round trips per success, as
 // horizontal bars. It draws nothing but what the table holds.
 func (rep *Report) WriteChart(w io.Writer) error {
 	if len(rep.Results) == 0 {
-		return fmt.Errorf("seed: no results of the seed experiment to chart")
+		return fmt.Errorf("lockbench: no results of the contention experiment to chart")
 	}
 	return png.Encode(w, rep.chart())
 }
@@ -53,9 +53,9 @@ func (rep *Report) chart() *image.RGBA {
 	draw.Draw(img, img.Bounds(), image.NewUniform(colBackground), image.Point{}, draw.Src)
 
 	p := rep.Params
-	text(img, 10, 18, colText, fmt.Sprintf("Seed experiment: %d processes x %d attempts in rounds of %d on one name; simulated round trip %v (measured %s); redis-server %s; %s",
+	text(img, 10, 18, colText, fmt.Sprintf("Contention experiment: %d processes x %d attempts in rounds of %d on one name; simulated round trip %v (measured %s); redis-server %s; %s",
 		p.Procs, p.Attempts, p.Goroutines, p.RTT, ms2(rep.MeasuredRTT), rep.Redis, rep.Date.Format("2006-01-02")))
-	text(img, 10, 36, colText, "Lower is better. Grey labels: peers and the seed's algorithm; green: reqlock's best settings.")
+	text(img, 10, 36, colText, "Lower is better. Grey labels: peers and the plain spin lock; green: reqlock's best settings.")
 
 	waitX0 := labelWidth
 	waitX1 := waitX0 + waitPanel

@@ -1,4 +1,4 @@
-package seed
+package lockbench
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/reqlock/reqlock/core"
 )
 
-// This file adapts the peers to Lock, each configured as close to the seed's
+// This file adapts the peers to Lock, each configured as close to the run's
 // settings (wait 3 s, TTL 10 s, sleep 10–20 ms) as its API allows.
 
 // spin draws a sleep in [SpinMin, SpinMin+SpinRandom).
@@ -41,7 +41,7 @@ func openRedislock(env *Env) (Lock, error) {
 	return &redislockPeer{client: redislock.New(env.Client), p: env.Params}, nil
 }
 
-// randomSleep is a redislock.RetryStrategy sleeping the seed's random time.
+// randomSleep is a redislock.RetryStrategy sleeping the run's random time.
 type randomSleep struct{ p Params }
 
 func (r randomSleep) NextBackoff() time.Duration { return r.p.spin() }
@@ -93,7 +93,7 @@ func (l *redsyncPeer) Acquire(ctx context.Context, name string) (func(context.Co
 	return func(ctx context.Context) error {
 		ok, err := m.UnlockContext(ctx)
 		if err == nil && !ok {
-			err = fmt.Errorf("seed: redsync unlock %q: not held", name)
+			err = fmt.Errorf("lockbench: redsync unlock %q: not held", name)
 		}
 		return err
 	}, nil
@@ -152,7 +152,7 @@ func (l *rueidisPeer) Acquire(ctx context.Context, name string) (func(context.Co
 		unlock()
 		cancelWait()
 		if err != nil {
-			return fmt.Errorf("seed: rueidislock %q lost while held: %w", name, err)
+			return fmt.Errorf("lockbench: rueidislock %q lost while held: %w", name, err)
 		}
 		return nil
 	}, nil
