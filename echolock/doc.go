@@ -21,7 +21,10 @@
 //
 // Key templates read the route template ({route}, from c.Path(), such as
 // "/orders/:id/pay"), path parameters (c.Param), query parameters, headers
-// and JSON body fields, as with every reqlock adapter (see keyfunc).
+// and JSON body fields, as with every reqlock adapter (see keyfunc). A path
+// parameter is named by its unescaped value: Echo gives c.Param as the path
+// spells it, "a%3Ab" for /orders/a%3Ab, and the lock of /orders/a:b must be
+// the same.
 //
 // # Where it goes
 //

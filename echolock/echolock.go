@@ -2,6 +2,7 @@ package echolock
 
 import (
 	"context"
+	"net/url"
 
 	"github.com/labstack/echo/v4"
 
@@ -25,7 +26,8 @@ func New(l *core.Locker, key keyfunc.Func, opts ...Option) echo.MiddlewareFunc {
 	flow := adapter.Must(newFlow(l, key, opts))
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) (err error) {
-			src := &keyfunc.HTTPSource{Request: c.Request(), Pattern: c.Path(), PathParam: c.Param, MaxBody: flow.MaxBody()}
+			param := func(name string) string { return unescaped(c.Param(name)) }
+			src := &keyfunc.HTTPSource{Request: c.Request(), Pattern: c.Path(), PathParam: param, MaxBody: flow.MaxBody()}
 			parent := c.Request().Context()
 			flow.Serve(parent, c, src, func(ctx context.Context) {
 				c.SetRequest(c.Request().WithContext(ctx))
@@ -71,4 +73,15 @@ func answer(c echo.Context, f adapter.Failure) {
 		return
 	}
 	_ = c.JSON(f.Status, map[string]string{"error": f.Message})
+}
+
+// unescaped returns a path parameter unescaped. Echo gives it as it is in
+// the request's path, escaped when the path has escapes ("a%3Ab"), so that
+// two spellings of one value would otherwise get two lock names; a value
+// that does not unescape is kept as it is.
+func unescaped(v string) string {
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
 }

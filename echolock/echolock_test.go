@@ -547,3 +547,18 @@ func TestWhereItGoes(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyParts: every kind of key part is read from an Echo request; a path
+// parameter is named by its unescaped value, however the path spells it
+// (Echo gives "a%3Ab" for the first path, "a:b" for the second).
+func TestKeyParts(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	key := must(keyfunc.Template("{route}|{param.id}|{query.page}|{header.X-Tenant}|{field.order.n}"))
+	h := router(echolock.New(e.Locker, key), func(c echo.Context) error { return c.String(http.StatusOK, echolock.Lease(c).Name()) })
+	for _, path := range []string{"/orders/a%3Ab?page=3", "/orders/a:b?page=%33"} {
+		w := do(h, context.Background(), path, `{"order":{"n":12.50}}`, "X-Tenant", "acme")
+		if want := "/orders/%3Aid|a%3Ab|3|acme|12.5"; w.Code != http.StatusOK || w.Body.String() != want {
+			t.Errorf("%s: status %d, name %q, want %q", path, w.Code, w.Body, want)
+		}
+	}
+}
