@@ -546,6 +546,14 @@ func TestWhereItGoes(t *testing.T) {
 			t.Errorf("%s: %s", name, w.Body)
 		}
 	}
+	// Under e.Use, a request that matches no route is locked too: here its
+	// key lacks the parameter, and its 404 becomes a 400.
+	r := echo.New()
+	r.Use(echolock.New(e.Locker, orderKey))
+	r.POST("/orders/:id", handler)
+	if w := do(r, context.Background(), "/nowhere", ""); w.Code != http.StatusBadRequest {
+		t.Errorf("e.Use, no route: status %d %s", w.Code, w.Body)
+	}
 }
 
 // TestKeyParts: every kind of key part is read from an Echo request; a path
