@@ -43,7 +43,7 @@ func Main(m *testing.M, before ...func()) {
 	code := m.Run()
 	Shared.Close()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := goleak.Find(Ignore...); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
 			code = 1
 		}
@@ -53,9 +53,14 @@ func Main(m *testing.M, before ...func()) {
 
 // LeakCheck fails the test if it leaves goroutines behind. Call it first.
 func LeakCheck(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	opts := append([]goleak.Option{goleak.IgnoreCurrent()}, Ignore...)
+	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
 }
+
+// Ignore lists the goroutines that Main and LeakCheck do not count as
+// leaks: those a framework starts once, on its first request, and never
+// ends (fasthttp's clock, for Fiber). Set it in TestMain, before Main.
+var Ignore []goleak.Option
 
 var seq atomic.Int64
 
