@@ -13,8 +13,10 @@ import (
 )
 
 // Source is the keyfunc.Source of an RPC call: its method, its headers or
-// metadata, and its request message. Path and query parameters do not exist
-// in RPC calls: Param and Query fail with keyfunc.ErrUnsupported.
+// metadata, and its request message. Path and query parameters exist only
+// where a transport gives them (an RPC over an HTTP route, as Kratos's HTTP
+// transport serves): without PathParam and QueryParam, Param and Query fail
+// with keyfunc.ErrUnsupported.
 type Source struct {
 	// Method is the full method, procedure or operation of the call, such
 	// as "/orders.v1.Orders/Pay": the Route.
@@ -24,21 +26,32 @@ type Source struct {
 	Headers func(name string) string
 	// Message is the request message, a proto.Message.
 	Message any
+	// PathParam returns a path parameter; nil means the call has none.
+	PathParam func(name string) string
+	// QueryParam returns the first value of a query parameter; nil means
+	// the call has none.
+	QueryParam func(name string) string
 }
 
 // Route returns s.Method.
 func (s *Source) Route() string { return s.Method }
 
-// Param fails with keyfunc.ErrUnsupported: RPC calls have no path
-// parameters.
-func (s *Source) Param(string) (string, error) {
-	return "", fmt.Errorf("%w: RPC calls have no path parameters", keyfunc.ErrUnsupported)
+// Param returns the path parameter called name; it fails with
+// keyfunc.ErrUnsupported when s has no PathParam.
+func (s *Source) Param(name string) (string, error) {
+	if s.PathParam == nil {
+		return "", fmt.Errorf("%w: RPC calls have no path parameters", keyfunc.ErrUnsupported)
+	}
+	return s.PathParam(name), nil
 }
 
-// Query fails with keyfunc.ErrUnsupported: RPC calls have no query
-// parameters.
-func (s *Source) Query(string) (string, error) {
-	return "", fmt.Errorf("%w: RPC calls have no query parameters", keyfunc.ErrUnsupported)
+// Query returns the first value of the query parameter called name; it
+// fails with keyfunc.ErrUnsupported when s has no QueryParam.
+func (s *Source) Query(name string) (string, error) {
+	if s.QueryParam == nil {
+		return "", fmt.Errorf("%w: RPC calls have no query parameters", keyfunc.ErrUnsupported)
+	}
+	return s.QueryParam(name), nil
 }
 
 // Header returns the first value of the header or metadata key name.

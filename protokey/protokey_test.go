@@ -91,4 +91,12 @@ func TestSource(t *testing.T) {
 			t.Errorf("%v, want ErrUnsupported", err)
 		}
 	}
+	src.PathParam = func(n string) string { return "p-" + n }
+	src.QueryParam = func(n string) string { return "q-" + n }
+	if p, err := src.Param("id"); err != nil || p != "p-id" {
+		t.Errorf("Param: %q, %v", p, err)
+	}
+	if q, err := src.Query("id"); err != nil || q != "q-id" {
+		t.Errorf("Query: %q, %v", q, err)
+	}
 }
