@@ -82,7 +82,7 @@ func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
 
 func newRPC(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.RPC, error) {
 	return adapter.NewRPC("connectlock", l, key, opts, func(_ *adapter.Call, f adapter.Failure) error {
-		return toError(f.Outcome, f.Err)
+		return ToError(f.Err)
 	})
 }
 
@@ -91,7 +91,12 @@ func newRPC(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.RPC, erro
 // CodeInvalidArgument are fixed, so that lock names and internal details
 // stay out of responses.
 func ToError(err error) *connect.Error {
-	return toError(adapter.Classify(err), err)
+	o := adapter.Classify(err)
+	code, ok := codeOf[o]
+	if !ok {
+		code = connect.CodeInternal
+	}
+	return connect.NewError(code, errors.New(adapter.CallMessage(o, err)))
 }
 
 // codeOf is the code of each outcome; CodeInternal for the others.
@@ -101,14 +106,6 @@ var codeOf = map[core.Outcome]connect.Code{
 	core.OutcomeUnavailable: connect.CodeUnavailable,
 	core.OutcomeCanceled:    connect.CodeCanceled,
 	core.OutcomeDeadline:    connect.CodeDeadlineExceeded,
-}
-
-func toError(o core.Outcome, err error) *connect.Error {
-	code, ok := codeOf[o]
-	if !ok {
-		code = connect.CodeInternal
-	}
-	return connect.NewError(code, errors.New(adapter.CallMessage(o, err)))
 }
 
 // LeaseFromContext returns the lease the interceptor holds for the call whose

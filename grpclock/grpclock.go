@@ -60,7 +60,7 @@ func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
 
 func newRPC(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.RPC, error) {
 	return adapter.NewRPC("grpclock", l, key, opts, func(_ *adapter.Call, f adapter.Failure) error {
-		return toStatus(f.Outcome, f.Err)
+		return ToStatus(f.Err)
 	})
 }
 
@@ -68,7 +68,12 @@ func newRPC(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.RPC, erro
 // the package documentation). Messages of codes other than InvalidArgument
 // are fixed, so that lock names and internal details stay out of responses.
 func ToStatus(err error) error {
-	return toStatus(adapter.Classify(err), err)
+	o := adapter.Classify(err)
+	code, ok := codeOf[o]
+	if !ok {
+		code = codes.Internal
+	}
+	return status.Error(code, adapter.CallMessage(o, err))
 }
 
 // codeOf is the status code of each outcome; Internal for the others.
@@ -78,14 +83,6 @@ var codeOf = map[core.Outcome]codes.Code{
 	core.OutcomeUnavailable: codes.Unavailable,
 	core.OutcomeCanceled:    codes.Canceled,
 	core.OutcomeDeadline:    codes.DeadlineExceeded,
-}
-
-func toStatus(o core.Outcome, err error) error {
-	code, ok := codeOf[o]
-	if !ok {
-		code = codes.Internal
-	}
-	return status.Error(code, adapter.CallMessage(o, err))
 }
 
 // LeaseFromContext returns the lease the interceptor holds for the call whose
