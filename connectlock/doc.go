@@ -28,9 +28,10 @@
 //		return mux
 //	}
 //
-// Give the interceptor to the handlers whose calls it locks (one handler
-// option per service, or per procedure with connect.WithInterceptors on
-// that handler only); on a client it lets every call pass through.
+// Give the interceptor to the handlers whose calls it locks; to lock some
+// procedures of a service only, give it through
+// connect.WithConditionalHandlerOptions, for the Specs of those procedures.
+// On a client it lets every call pass through.
 //
 // # Names
 //
