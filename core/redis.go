@@ -148,28 +148,35 @@ func channelOf(key string) string { return key + ":released" }
 // and increments the fence counter.
 //
 // An attempt that fails after its command may have reached Redis is undone
-// (see mayHaveApplied), within the Locker's I/O timeout (DefaultIOTimeout
-// for a store no Locker configured) rather than what is left of the
-// attempt's context: a caller's deadline may have left the attempt a sliver
-// of time, too short to reach Redis again. The undo runs at once, or in the
-// background when the attempt's context has ended (cancelled, or past its
-// deadline), so that the caller does not wait for it.
+// (see mayHaveApplied) without holding the caller up past the attempt's
+// context, whose deadline is the Locker's I/O timeout: a compare-and-delete
+// is tried at once within what is left of it, and if it cannot be answered
+// in time (the attempt timed out, or a caller's deadline left it a sliver of
+// time), it is sent again in the background with the Locker's I/O timeout
+// (DefaultIOTimeout for a store no Locker configured).
 func (s *redisStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced)
-	if err != nil && mayHaveApplied(err) {
+	if err != nil && mayHaveApplied(err) && !s.undoWithin(ctx, key, token) {
 		budget := s.undoTimeout()
-		undo := func() {
+		s.bg.run(func() {
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 			defer cancel()
 			_, _ = s.Release(uctx, key, token)
-		}
-		if ctx.Err() != nil {
-			s.bg.run(undo)
-		} else {
-			undo()
-		}
+		})
 	}
 	return ok, fence, s.failed(err)
+}
+
+// undoWithin sends the compare-and-delete of a failed attempt within ctx, if
+// ctx has time left, and reports whether Redis answered it. The store's
+// error may come a moment before ctx's own timer fires: a ctx whose deadline
+// has passed is not tried.
+func (s *redisStore) undoWithin(ctx context.Context, key, token string) bool {
+	if ctx.Err() != nil || pastDeadline(ctx) {
+		return false
+	}
+	_, err := s.Release(ctx, key, token)
+	return err == nil
 }
 
 func (s *redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
