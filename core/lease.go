@@ -176,9 +176,9 @@ func (l *Lease) Token() string { return l.token }
 // Fence returns the lease's fencing token (WithFencing), or 0 where fencing
 // is off. Tokens are strictly increasing per name: a lease acquired after
 // another one of the same name (or handed the hold locally) has a higher
-// token, in any process (see WithFencing for what Redis restarts and
-// failovers do to the counter). A nested lease has its outermost lease's
-// token.
+// token, in any process, also across Redis restarts and failovers as long
+// as the server's clock does not go back (see WithFencing). They are not
+// consecutive. A nested lease has its outermost lease's token.
 //
 // Pass the token with every write made under the lease to a store that
 // keeps, per resource, the highest token it has accepted and rejects writes

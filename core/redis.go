@@ -132,6 +132,12 @@ func (s *redisStore) run(ctx context.Context, sc *redis.Script, keys []string, a
 	return cmd
 }
 
+// fenceGrace is how long a fence counter outlives the lock it was last drawn
+// or raised for (see acquire_fenced.lua): it expires a few seconds after the
+// name's last lock, and the fences drawn after that come from the server's
+// clock.
+const fenceGrace = 5 * time.Second
+
 // Companion keys of a lock key: appended to it, so that they share its hash
 // tag and its cluster slot.
 func fenceKey(key string) string  { return key + ":fence" }
@@ -149,7 +155,8 @@ func channelOf(key string) string { return key + ":released" }
 // of the CPU of a script doing the same (about 2 µs against 9 µs per call on
 // Redis 7). Servers before Redis 7.0 reject NX with GET; for them the same
 // logic runs as acquire.lua. With fenced, acquire_fenced.lua does the same
-// and increments the fence counter.
+// and draws the next fence: the larger of the name's counter + 1 and the
+// server's clock in microseconds (Redis 5.0 or later).
 //
 // An attempt that fails after its command may have reached Redis is undone
 // (see mayHaveApplied) without holding the caller up past the attempt's
@@ -170,7 +177,7 @@ func (s *redisStore) TryAcquire(ctx context.Context, key, token string, ttl time
 
 func (s *redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	if fenced {
-		fence, err := s.run(ctx, acquireFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
+		fence, err := s.run(ctx, acquireFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds(), (ttl + fenceGrace).Milliseconds()).Int64()
 		return err == nil && fence > 0, fence, err
 	}
 	if !s.noSetGet.Load() {
@@ -219,7 +226,7 @@ func (s *redisStore) releaseArgs(key, token string) []any {
 }
 
 // Extend is compare-and-extend (extend.lua), or with fenced
-// extend_fenced.lua, which also increments the fence counter.
+// extend_fenced.lua, which also draws a new fence.
 func (s *redisStore) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	ok, fence, err := s.extend(ctx, key, token, ttl, fenced)
 	return ok, fence, s.failed(err)
@@ -227,7 +234,7 @@ func (s *redisStore) Extend(ctx context.Context, key, token string, ttl time.Dur
 
 func (s *redisStore) extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	if fenced {
-		fence, err := s.run(ctx, extendFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
+		fence, err := s.run(ctx, extendFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds(), (ttl + fenceGrace).Milliseconds()).Int64()
 		return err == nil && fence > 0, fence, err
 	}
 	n, err := s.run(ctx, extendScript, []string{key}, token, ttl.Milliseconds()).Int64()
@@ -235,9 +242,10 @@ func (s *redisStore) extend(ctx context.Context, key, token string, ttl time.Dur
 }
 
 // RaiseFence sets the fence counter to at least fence if the key still holds
-// token (Redlock's second phase, see fence_floor.lua).
+// token (Redlock's second phase, see fence_floor.lua); a raised counter
+// expires fenceGrace after the lock.
 func (s *redisStore) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
-	n, err := s.run(ctx, fenceFloorScript, []string{key, fenceKey(key)}, token, fence).Int64()
+	n, err := s.run(ctx, fenceFloorScript, []string{key, fenceKey(key)}, token, fence, fenceGrace.Milliseconds()).Int64()
 	return n == 1, s.failed(err)
 }
 
