@@ -201,7 +201,7 @@ func (s *Stream) Receive(m any, recv func() error) error {
 	}
 	if lease != nil {
 		s.call, s.lease = c, lease
-		s.ctx.withLease.Store(&contextBox{core.ContextWithLease(s.ctx.Context, lease)})
+		s.ctx.withLease.Store(&contextBox{ctx: core.ContextWithLease(s.ctx.Context, lease), lease: lease, cancel: s.cancel})
 		s.stop = Watch(s.ctx.Context, lease, s.cancel)
 	}
 	return nil
@@ -217,17 +217,46 @@ func (s *Stream) end() {
 
 // lazyCtx is a context that starts carrying a lease once the lock is taken,
 // so that a stream's context can be handed out before its first message.
+// Once it does, its Err, Done and Value look at the lease first, as the
+// request context of Hold does: after a pause of the process past the
+// lease's validity, the first look reports the loss.
 type lazyCtx struct {
 	context.Context
 	withLease atomic.Pointer[contextBox]
 }
 
-type contextBox struct{ ctx context.Context }
+type contextBox struct {
+	ctx    context.Context // carries the lease
+	lease  *core.Lease
+	cancel context.CancelCauseFunc // cancels the lazyCtx's Context
+}
+
+// check cancels the context with cause ErrLost if its lease is lost, and
+// returns the box of the lease, nil before the lock is taken.
+func (c *lazyCtx) check() *contextBox {
+	b := c.withLease.Load()
+	if b != nil && c.Context.Err() == nil {
+		CancelIfLost(b.lease, b.cancel)
+	}
+	return b
+}
+
+// Done checks the lease, then returns the context's Done.
+func (c *lazyCtx) Done() <-chan struct{} {
+	c.check()
+	return c.Context.Done()
+}
+
+// Err checks the lease, then returns the context's Err.
+func (c *lazyCtx) Err() error {
+	c.check()
+	return c.Context.Err()
+}
 
 // Value looks values up in the context that carries the lease, once there
 // is one.
 func (c *lazyCtx) Value(key any) any {
-	if b := c.withLease.Load(); b != nil {
+	if b := c.check(); b != nil {
 		return b.ctx.Value(key)
 	}
 	return c.Context.Value(key)
