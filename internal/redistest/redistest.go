@@ -6,7 +6,9 @@
 // runs on: a Redis Cluster with optional replicas (StartCluster), N
 // independent nodes for Redlock (StartNodes) and a Sentinel-managed master
 // with a replica (StartSentinel), each with the faults a test needs (a
-// master killed and failed over, a slot migrated). Proxy is a TCP proxy that
+// master killed and failed over, a slot migrated). Server.Stop kills a server
+// as a crash would (Restart brings it back empty); Server.Pause freezes it
+// (SIGSTOP) until Resume. Proxy is a TCP proxy that
 // adds latency, cuts connections or swallows traffic on demand; it works
 // outside tests too (benchmarks use it for a simulated round trip). Overlap
 // detects broken mutual exclusion.
@@ -284,6 +286,16 @@ func (s *Server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cmd != nil
+}
+
+// PID returns the process id of the running server, or 0 when it is stopped.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // Port returns the server's TCP port.

@@ -2,8 +2,11 @@ package redistest_test
 
 import (
 	"context"
+	"errors"
+	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -64,4 +67,59 @@ func TestOverlap(t *testing.T) {
 	if free.Overlaps() != 0 || free.Entries() != 800 {
 		t.Fatalf("a mutex-guarded section: entries=%d overlaps=%d", free.Entries(), free.Overlaps())
 	}
+}
+
+// TestPauseResume: a paused server keeps its connections but answers
+// nothing (a timeout, not a refused connection); resumed, it answers again
+// with its data, and the command sent while it was paused has run.
+func TestPauseResume(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if srv.PID() == 0 {
+		t.Fatal("no PID for a running server")
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	err := c.Incr(short, "n").Err()
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("INCR on a paused server: %v, want a timeout", err)
+		}
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := c.Ping(ctx).Err(); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("PING after Resume: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if v := c.Get(ctx, "k").Val(); v != "v" {
+		t.Fatalf("k = %q after a pause", v)
+	}
+	// The INCR reached the frozen server and ran when it resumed.
+	if n := c.Get(ctx, "n").Val(); n != "1" {
+		t.Fatalf("n = %q: the command sent during the pause did not run on resume", n)
+	}
+	if err := srv.Pause(); err != nil { // Stop kills a paused server too
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if err := srv.Pause(); err == nil {
+		t.Fatal("Pause of a stopped server succeeded")
+	}
+	_ = c.Close()
+	srv.Close()
 }
