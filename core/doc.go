@@ -142,5 +142,8 @@
 // replication, a failover can lose a lock (or the latest fencing tokens) that
 // was not yet replicated, and a restart without persistence loses them all.
 // A holder that pauses (a GC pause, a stopped VM) past its validity can still
-// act on a lease it no longer holds: use fencing where that matters.
+// act on a lease it no longer holds: Lease.Lost, Lease.Done and the
+// adapters' request contexts read the clock, so that its first look after
+// the pause sees the loss, but a write already under way when it paused
+// goes out: use fencing where that matters.
 package core
