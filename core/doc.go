@@ -43,8 +43,14 @@
 // random time in [min, min+random) (WithSpin), trimmed to what is left of the
 // wait budget (WithWait, cut by the context's deadline) and cut short by the
 // context, then tries again; once the budget is spent it returns ErrTimeout.
-// A Redis failure ends the loop at once with ErrStorage: waiting would not
-// help, and a storage outage must not look like a busy lock.
+// A Redis failure ends the loop at once with ErrStorage, within the I/O
+// timeout: waiting would not help, and a storage outage must not look like a
+// busy lock. The failed attempt may still be applied later (a frozen server
+// runs what it had received when it resumes, a healed link delivers it), so
+// the store undoes it with a compare-and-delete of its token, retried in the
+// background until it has deleted the key or the server has answered for a
+// TTL (see Store.TryAcquire): a name that nobody holds is free again within
+// a fraction of a second of the server's recovery, not after a whole TTL.
 //
 // Release runs a compare-and-delete script: the key is deleted only if it
 // still holds the lease's token, so a lease whose TTL ran out never deletes
@@ -136,5 +142,8 @@
 // replication, a failover can lose a lock (or the latest fencing tokens) that
 // was not yet replicated, and a restart without persistence loses them all.
 // A holder that pauses (a GC pause, a stopped VM) past its validity can still
-// act on a lease it no longer holds: use fencing where that matters.
+// act on a lease it no longer holds: Lease.Lost, Lease.Done and the
+// adapters' request contexts read the clock, so that its first look after
+// the pause sees the loss, but a write already under way when it paused
+// goes out: use fencing where that matters.
 package core

@@ -174,7 +174,7 @@ func (s *lazyStream) RecvMsg(m any) error {
 	}
 	if lease != nil {
 		s.call, s.lease = c, lease
-		s.ctx.withLease.Store(&contextBox{core.ContextWithLease(s.ctx.Context, lease)})
+		s.ctx.withLease.Store(&contextBox{ctx: core.ContextWithLease(s.ctx.Context, lease), lease: lease, cancel: s.cancel})
 		s.stop = adapter.Watch(s.ctx.Context, lease, s.cancel)
 	}
 	return nil
@@ -190,17 +190,45 @@ func (s *lazyStream) end() {
 
 // lazyCtx is a context that starts carrying a lease once the lock is taken,
 // so that the stream's Context can be handed out before the first message.
+// Once it does, its Err, Done and Value look at the lease first, as the
+// request context of the other adapters does (adapter.Hold): after a pause
+// of the process past the lease's validity, the first look reports the
+// loss.
 type lazyCtx struct {
 	context.Context
 	withLease atomic.Pointer[contextBox]
 }
 
-type contextBox struct{ ctx context.Context }
+type contextBox struct {
+	ctx    context.Context // carries the lease
+	lease  *core.Lease
+	cancel context.CancelCauseFunc // cancels the lazyCtx's Context
+}
+
+// check cancels the context with cause adapter.ErrLost if its lease is lost,
+// and returns the box of the lease, nil before the lock is taken.
+func (c *lazyCtx) check() *contextBox {
+	b := c.withLease.Load()
+	if b != nil && c.Context.Err() == nil {
+		adapter.CancelIfLost(b.lease, b.cancel)
+	}
+	return b
+}
+
+func (c *lazyCtx) Done() <-chan struct{} {
+	c.check()
+	return c.Context.Done()
+}
+
+func (c *lazyCtx) Err() error {
+	c.check()
+	return c.Context.Err()
+}
 
 // Value looks values up in the context that carries the lease, once there
 // is one.
 func (c *lazyCtx) Value(key any) any {
-	if b := c.withLease.Load(); b != nil {
+	if b := c.check(); b != nil {
 		return b.ctx.Value(key)
 	}
 	return c.Context.Value(key)

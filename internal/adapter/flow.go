@@ -283,9 +283,64 @@ var ErrLost = fmt.Errorf("%w: the request's lease was lost (its TTL ran out or t
 // cause ErrLost when lease.Done closes, and the function that ends the watch;
 // call it when the handler returns, before releasing the lease (Release
 // does).
+//
+// The context's Err, Done and Value look at the lease first (see
+// CancelIfLost): after a pause of the process (a GC pause, a stopped VM)
+// past the lease's validity, the handler's first look at its context
+// reports the loss, before the watch's goroutine has run. Contexts derived
+// from it learn of the loss from the watch.
 func Hold(ctx context.Context, lease *core.Lease) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(core.ContextWithLease(ctx, lease))
-	return ctx, Watch(ctx, lease, cancel)
+	return &heldContext{Context: ctx, lease: lease, cancel: cancel}, Watch(ctx, lease, cancel)
+}
+
+// heldContext is the request's context of Hold.
+type heldContext struct {
+	context.Context // the cancel-cause context that Watch cancels
+	lease           *core.Lease
+	cancel          context.CancelCauseFunc
+}
+
+func (c *heldContext) Done() <-chan struct{} {
+	c.check()
+	return c.Context.Done()
+}
+
+func (c *heldContext) Err() error {
+	c.check()
+	return c.Context.Err()
+}
+
+// Value also serves context.Cause, which finds the cause through it.
+func (c *heldContext) Value(key any) any {
+	c.check()
+	return c.Context.Value(key)
+}
+
+func (c *heldContext) String() string {
+	return fmt.Sprint(c.Context) + ".WithLease"
+}
+
+func (c *heldContext) check() {
+	select {
+	case <-c.Context.Done():
+	default:
+		CancelIfLost(c.lease, c.cancel)
+	}
+}
+
+// CancelIfLost calls cancel with cause ErrLost if lease is lost, and reports
+// whether it is. lease.Lost reads the clock, so this sees the loss even
+// when the lease's timer (and Watch's goroutine) have not run yet, as after
+// a pause of the process. The request context of Hold does it in its Err,
+// Done and Value; an adapter that builds a request context of its own (a
+// lazily locked stream) does the same.
+func CancelIfLost(lease *core.Lease, cancel context.CancelCauseFunc) bool {
+	if lease.Lost() {
+		cancel(ErrLost)
+		return true
+	}
+	return false
 }
 
 // Watch cancels ctx with cause ErrLost when lease.Done closes, until the

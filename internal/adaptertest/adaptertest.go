@@ -71,7 +71,8 @@ type Env struct {
 	Locker *core.Locker
 }
 
-// NewEnv builds a Locker on a new client of srv (Shared when nil).
+// NewEnv builds a Locker on a new client of srv (Shared when nil); both are
+// closed when the test ends.
 func NewEnv(t testing.TB, srv *redistest.Server, opts ...core.Option) *Env {
 	t.Helper()
 	if srv == nil {
@@ -88,6 +89,7 @@ func NewEnv(t testing.TB, srv *redistest.Server, opts ...core.Option) *Env {
 	if err := l.Err(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = l.Close() }) // ends the clean-ups of failed attempts, before the leak check
 	return &Env{Client: c, RT: rt, Locker: l}
 }
 

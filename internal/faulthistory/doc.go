@@ -24,7 +24,7 @@
 //
 // The faults. The parent freezes the process of a holder right after it
 // acquired (SIGSTOP past the TTL, then SIGCONT), freezes Redis
-// (redistest.Server.Pause) for longer than the TTL, black-holes the link of a
+// (redistest.Server.Freeze) for longer than the TTL, black-holes the link of a
 // holder's process (redistest.Proxy, one per worker), kills Redis with
 // SIGKILL and restarts it empty, and runs FLUSHALL; each fault is recorded
 // with its start and end.

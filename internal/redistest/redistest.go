@@ -2,13 +2,13 @@
 // a random free port, no persistence, a private temporary directory, stopped
 // and removed when the test ends.
 //
-// Beyond a single server (Start) it builds the deployments the lock engine
-// runs on: a Redis Cluster with optional replicas (StartCluster), N
-// independent nodes for Redlock (StartNodes) and a Sentinel-managed master
-// with a replica (StartSentinel), each with the faults a test needs (a
-// master killed and failed over, a slot migrated). Server.Stop kills a server
-// as a crash would (Restart brings it back empty); Server.Pause freezes it
-// (SIGSTOP) until Resume. Proxy is a TCP proxy that
+// A single server (Start) can be killed and restarted empty (Stop,
+// Restart) or frozen and resumed (Freeze, Thaw). Beyond a single server it
+// builds the deployments the lock engine runs on: a Redis Cluster with
+// optional replicas (StartCluster), N independent nodes for Redlock
+// (StartNodes) and a Sentinel-managed master with a replica
+// (StartSentinel), each with the faults a test needs (a master killed and
+// failed over, a slot migrated). Proxy is a TCP proxy that
 // adds latency, cuts connections or swallows traffic on demand; it works
 // outside tests too (benchmarks use it for a simulated round trip). Overlap
 // detects broken mutual exclusion.
@@ -286,16 +286,6 @@ func (s *Server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cmd != nil
-}
-
-// PID returns the process id of the running server, or 0 when it is stopped.
-func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return 0
-	}
-	return s.cmd.Process.Pid
 }
 
 // Port returns the server's TCP port.
