@@ -120,16 +120,24 @@ func TestAnalyseWritesAfterDone(t *testing.T) {
 
 func TestAnalyseOrphans(t *testing.T) {
 	stall := fault{kind: redisFreeze, proc: -1, start: at(1000), end: at(3000)}
-	// A lease valid until 3500 at the heal; the next acquire at 5000: the
-	// name was locked by nobody for 1.5 s.
-	recs := join(held(0, 0, 0, at(900), at(3600), at(3500), 0, false), held(1, 0, 0, at(5000), at(5100), at(7000), 0, false))
-	a := synthetic(t, recs, []fault{stall}).analyse()
-	if o := a.longestOrphan(); o.d != 1500*time.Millisecond || o.fault.kind != redisFreeze {
-		t.Errorf("orphan %v after %q, want 1.5s after %q", o.d, o.fault.kind, redisFreeze)
+	recs := held(1, 0, 0, at(3400), at(3500), at(5400), 0, false)
+	recs[0].Token = "known"
+	h := synthetic(t, recs, []fault{stall})
+	h.ttl = 2 * time.Second
+	// An unknown token (a late SET) until 3300, then free, then the holder's.
+	h.samples = []sample{{at(3010), "late"}, {at(3300), "late"}, {at(3310), ""}, {at(3410), "known"}, {at(9000), "late"}}
+	a := h.analyse()
+	if o := a.longestOrphan(); o.d != 300*time.Millisecond || o.fault.kind != redisFreeze {
+		t.Errorf("orphan %v after %q, want 300ms after %q (a sample long after the stall does not count)", o.d, o.fault.kind, redisFreeze)
+	}
+	// Known tokens only: no orphan.
+	h.samples = []sample{{at(3010), ""}, {at(3410), "known"}}
+	if o := h.analyse().longestOrphan(); o.d != 0 {
+		t.Errorf("orphan %v with the holders' tokens only", o.d)
 	}
 	// Faults that are not stalls leave no orphan figure.
-	a = synthetic(t, recs, []fault{{kind: restart, proc: -1, start: at(1000), end: at(1300)}}).analyse()
-	if len(a.orphans) != 0 {
+	h.faults = []fault{{kind: restart, proc: -1, start: at(1000), end: at(1300)}}
+	if a := h.analyse(); len(a.orphans) != 0 {
 		t.Errorf("orphans after a restart: %v", a.orphans)
 	}
 }

@@ -5,13 +5,16 @@
 // every critical section is recorded, and an analyser tells the overlaps and
 // stale writes that the fault model explains from those it does not.
 //
-// The package has no code outside its tests. Run it alone with
+// The package has no code outside its tests. The test is heavy for a small
+// machine and its figures are timings, so it runs only when
+// REQLOCK_FAULTHISTORY=1; ./scripts/test.sh runs it on its own, after the
+// modules' tests. Run it alone with
 //
-//	go test -race -count=1 -v -run '^TestFaultHistory$' ./internal/faulthistory
+//	REQLOCK_FAULTHISTORY=1 go test -race -count=1 -v -run '^TestFaultHistory$' ./internal/faulthistory
 //
 // The history. The test re-executes its own binary as worker processes
 // (TestWorkerProcess, started with an environment variable that carries the
-// job). Each worker runs goroutines that acquire the name, write twice to a
+// job; closing its standard input stops it). Each worker runs goroutines that acquire the name, write twice to a
 // resource, and release; each records, on a pipe to the parent, one line per
 // event: the acquire (when Acquire was called and returned, the fence, the
 // lease's validity), each write (when Done was checked, whether it was
@@ -39,7 +42,8 @@
 // stale when the resource had already accepted a write of a later holder; it
 // must be refused with fencing. A write after Done is one whose check found
 // Done open although the lease's validity had passed (or found it closed and
-// wrote anyway). The orphan after a stall is the time from when the stall
-// healed (and the leases valid then ended) to the next acquire: while it
-// lasts the name is locked by nobody.
+// wrote anyway). The orphan after a stall is how long, after the stall
+// healed, the lock's key (which the parent reads every 10 ms then) still held
+// a token that no acquire returned: an attempt that failed, whose SET Redis
+// ran anyway, late; while it lasts the name is locked by nobody.
 package faulthistory

@@ -20,10 +20,11 @@ type record struct {
 	Seq  int    `json:"s"`
 	W    int    `json:"w,omitempty"` // write: its index in the section
 
-	Called int64 `json:"called,omitempty"` // acq: when Acquire was called
-	At     int64 `json:"at,omitempty"`     // acq: when Acquire returned; rel: when Release was called
-	Fence  int64 `json:"fence,omitempty"`  // acq: Lease.Fence
-	Valid  int64 `json:"valid,omitempty"`  // acq, rel: Lease.ValidUntil
+	Called int64  `json:"called,omitempty"` // acq: when Acquire was called
+	At     int64  `json:"at,omitempty"`     // acq: when Acquire returned; rel: when Release was called
+	Fence  int64  `json:"fence,omitempty"`  // acq: Lease.Fence
+	Token  string `json:"token,omitempty"`  // acq: Lease.Token
+	Valid  int64  `json:"valid,omitempty"`  // acq, rel: Lease.ValidUntil
 
 	Check        int64  `json:"check,omitempty"` // write: when Done was checked
 	DoneAtCheck  bool   `json:"dc,omitempty"`    // write: Done was closed at the check
@@ -67,6 +68,7 @@ type section struct {
 	released int64 // Release called; math.MaxInt64 when never
 	valid    int64 // ValidUntil, as last seen
 	fence    int64
+	token    string
 	writes   []*write
 }
 
@@ -115,8 +117,16 @@ func (f fault) stall() bool {
 // reset reports whether the fault makes the store forget its locks.
 func (f fault) reset() bool { return f.kind == restart || f.kind == flushall }
 
+// sample is the lock's key as the parent read it at one time: the token
+// it held, or "" when it was absent.
+type sample struct {
+	at    int64
+	token string
+}
+
 // history is what a run recorded.
 type history struct {
+	samples     []sample // the lock's key, read every 10 ms for a while after each stall healed
 	sections    map[id]*section
 	order       []string // the resource's log: writes in the order it ran them
 	faults      []fault
@@ -137,7 +147,7 @@ func (h *history) add(r record) error {
 	s := h.sections[i]
 	switch r.Kind {
 	case "acq":
-		h.sections[i] = &section{id: i, called: r.Called, acquired: r.At, released: math.MaxInt64, valid: r.Valid, fence: r.Fence}
+		h.sections[i] = &section{id: i, called: r.Called, acquired: r.At, released: math.MaxInt64, valid: r.Valid, fence: r.Fence, token: r.Token}
 		return nil
 	case "end":
 		for k, n := range r.Errors {
@@ -340,26 +350,24 @@ func (h *history) analyse() *analysis {
 		}
 	}
 
-	// Orphans: after each stall healed, and the leases valid then ended,
-	// the time to the next acquire.
+	// Orphans: after each stall healed, the time to the last sample of the
+	// key that held a token no acquire returned (an attempt that failed,
+	// and whose SET the store ran anyway): the name was locked by nobody.
+	tokens := map[string]bool{}
+	for _, s := range secs {
+		tokens[s.token] = true
+	}
 	for _, f := range h.faults {
 		if !f.stall() {
 			continue
 		}
-		t0 := f.end
-		for _, s := range secs {
-			if s.acquired < f.end {
-				t0 = max(t0, s.validEnd())
+		o := orphan{fault: f}
+		for _, x := range h.samples {
+			if x.at >= f.end && x.at <= f.end+int64(h.ttl+time.Second) && x.token != "" && !tokens[x.token] {
+				o.d = max(o.d, time.Duration(x.at-f.end))
 			}
 		}
-		next := h.end
-		for _, s := range secs {
-			if s.acquired >= f.end {
-				next = s.acquired
-				break
-			}
-		}
-		a.orphans = append(a.orphans, orphan{fault: f, d: time.Duration(max(0, next-t0))})
+		a.orphans = append(a.orphans, o)
 	}
 	return a
 }

@@ -34,7 +34,7 @@ type job struct {
 	IOTimeout  time.Duration
 	Watchdog   bool
 	Fencing    bool
-	End        int64 // Unix nanoseconds: stop acquiring then
+	End        int64 // Unix nanoseconds: stop acquiring then, if the parent has not said so before
 	Window     time.Duration
 	Work       time.Duration
 }
@@ -91,7 +91,7 @@ func TestWorkerProcess(t *testing.T) {
 		t.Fatal("no history pipe on fd 3")
 	}
 	defer out.Close()
-	if err := runWorker(j, out); err != nil {
+	if err := runWorker(j, out, os.Stdin); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -112,8 +112,9 @@ func (r *recorder) put(rec record) {
 	}
 }
 
-// runWorker runs j.Goroutines goroutines that lock j.Name until j.End.
-func runWorker(j job, out io.Writer) error {
+// runWorker runs j.Goroutines goroutines that lock j.Name until stop
+// (standard input) closes, or j.End.
+func runWorker(j job, out io.Writer, stop io.Reader) error {
 	redis.SetLogger(quiet{})
 	lockClient := redis.NewClient(&redis.Options{
 		Addr: j.LockAddr, DialTimeout: j.IOTimeout, ReadTimeout: time.Second, WriteTimeout: time.Second,
@@ -138,6 +139,10 @@ func runWorker(j job, out io.Writer) error {
 	end := time.Unix(0, j.End)
 	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
+	go func() { // the parent closes our standard input to stop us
+		_, _ = io.Copy(io.Discard, stop)
+		cancel()
+	}()
 
 	var mu sync.Mutex
 	failed := map[string]int{}
@@ -188,6 +193,7 @@ func criticalSection(ctx context.Context, j job, locker *core.Locker, res *redis
 	base := record{Proc: j.Proc, G: g, Seq: seq}
 	acq := base
 	acq.Kind, acq.Called, acq.At, acq.Fence, acq.Valid = "acq", called.UnixNano(), time.Now().UnixNano(), lease.Fence(), lease.ValidUntil().UnixNano()
+	acq.Token = lease.Token()
 	rec.put(acq)
 
 	work := j.Work
