@@ -187,9 +187,13 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // sweepOnce sends the compare-and-delete of each clean-up of batch, in one
-// pipeline bounded by the I/O timeout, and returns those that are finished.
+// pipeline, and returns those that are finished. A round is bounded by the
+// I/O timeout, and by two intervals at most: against a frozen server a
+// round waits for nothing, so that once the server resumes the next round
+// comes within about half a second, not a whole I/O timeout later; a round
+// cut short is only tried again.
 func (s *redisStore) sweepOnce(batch []*undo) map[*undo]bool {
-	ctx, cancel := context.WithTimeout(s.undos.ctx, s.undoTimeout())
+	ctx, cancel := context.WithTimeout(s.undos.ctx, min(s.undoTimeout(), 2*undoInterval))
 	defer cancel()
 	// EVALSHA once the script is known to the deployment; EVAL (which
 	// caches it) the first time and after a NOSCRIPT (a restarted server).
