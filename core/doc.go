@@ -43,8 +43,14 @@
 // random time in [min, min+random) (WithSpin), trimmed to what is left of the
 // wait budget (WithWait, cut by the context's deadline) and cut short by the
 // context, then tries again; once the budget is spent it returns ErrTimeout.
-// A Redis failure ends the loop at once with ErrStorage: waiting would not
-// help, and a storage outage must not look like a busy lock.
+// A Redis failure ends the loop at once with ErrStorage, within the I/O
+// timeout: waiting would not help, and a storage outage must not look like a
+// busy lock. The failed attempt may still be applied later (a frozen server
+// runs what it had received when it resumes, a healed link delivers it), so
+// the store undoes it with a compare-and-delete of its token, retried in the
+// background until it has deleted the key or the server has answered for a
+// TTL (see Store.TryAcquire): a name that nobody holds is free again within
+// a fraction of a second of the server's recovery, not after a whole TTL.
 //
 // Release runs a compare-and-delete script: the key is deleted only if it
 // still holds the lease's token, so a lease whose TTL ran out never deletes
@@ -102,11 +108,14 @@
 //     request before anyone else can take the name. Give the client
 //     ContextTimeoutEnabled, so that the I/O timeout bounds every call.
 //   - WithFencing gives each lease a fencing token (Lease.Fence), drawn by
-//     the acquire script from a counter kept next to the lock
-//     (Key(name)+":fence"): strictly increasing per name, across processes
-//     and client restarts. A store that rejects writes carrying a lower token
-//     than it has seen is safe from a holder that paused past its TTL, which
-//     no lock can prevent.
+//     the acquire script: the larger of a counter kept next to the lock
+//     (Key(name)+":fence", expiring 5 s after the lock) + 1 and the server's
+//     clock in microseconds. Tokens are strictly increasing per name, across
+//     processes and client restarts, and across a FLUSHALL or a Redis
+//     restart that lost the counter, as long as the server's clock does not
+//     go back. A store that rejects writes carrying a lower token than it
+//     has seen is safe from a holder that paused past its TTL, which no lock
+//     can prevent. It needs Redis 5.0 or later.
 //   - WithNotify makes Release publish on the name's channel
 //     (Key(name)+":released") and waiters wake on that message or at the end
 //     of their random sleep, whichever comes first. Each Locker has one
@@ -133,8 +142,12 @@
 // holder is done. Choose a TTL above the longest critical section, raise it
 // per request with ContextWithTTL, or turn the watchdog on; and watch
 // Lease.Done, which closes when the lease is released or lost. With Redis
-// replication, a failover can lose a lock (or the latest fencing tokens) that
-// was not yet replicated, and a restart without persistence loses them all.
+// replication, a failover can lose a lock that was not yet replicated, and a
+// restart without persistence loses them all (fencing tokens carry on from
+// the server's clock, see WithFencing).
 // A holder that pauses (a GC pause, a stopped VM) past its validity can still
-// act on a lease it no longer holds: use fencing where that matters.
+// act on a lease it no longer holds: Lease.Lost, Lease.Done and the
+// adapters' request contexts read the clock, so that its first look after
+// the pause sees the loss, but a write already under way when it paused
+// goes out: use fencing where that matters.
 package core

@@ -3,10 +3,13 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/redistest"
 )
 
 func TestFencesIncreaseAcrossLockersAndClientRestarts(t *testing.T) {
@@ -115,5 +118,116 @@ func TestScriptErrorAfterItsSetLeavesNoLock(t *testing.T) {
 	}
 	if n := e.client.Exists(ctx, key).Val(); n != 0 {
 		t.Fatalf("the failed script left the lock set (PTTL %v) with no lease to release it", e.client.PTTL(ctx, key).Val())
+	}
+}
+
+// acquireSoon takes name with l, retrying while the store fails (a client
+// reconnecting after a restart), for up to 5 s.
+func acquireSoon(t *testing.T, l *core.Locker, name string) *core.Lease {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		lease, err := l.Acquire(context.Background(), name)
+		switch {
+		case err == nil:
+			return lease
+		case !errors.Is(err, core.ErrStorage) || time.Now().After(deadline):
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFencesIncreaseAcrossFlushallAndRestart: a FLUSHALL or a restart
+// without persistence loses the fence counter, but not the server's clock:
+// the fences drawn afterwards stay above every earlier one, so that a fenced
+// store accepts the next holders, and no fence is handed out twice.
+func TestFencesIncreaseAcrossFlushallAndRestart(t *testing.T) {
+	leakCheck(t)
+	srv := redistest.Start(t)
+	e := newEnv(t, srv, core.WithFencing(), core.WithIOTimeout(200*time.Millisecond))
+	admin := srv.Client(t)
+	ctx := context.Background()
+	name := uniq(t)
+	var (
+		highest            int64 // what a fenced store has accepted
+		rejected, repeated int
+		seen               = map[int64]bool{}
+		drawn              int
+		phases             []string
+	)
+	draw := func(phase string, n int) {
+		first := int64(0)
+		for i := 0; i < n; i++ {
+			lease := acquireSoon(t, e.locker, name)
+			f := lease.Fence()
+			if i == 0 {
+				first = f
+			}
+			if f <= highest {
+				rejected++ // a fenced store would refuse this valid holder
+			}
+			if seen[f] {
+				repeated++
+			}
+			seen[f], highest, drawn = true, max(highest, f), drawn+1
+			if err := lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		phases = append(phases, fmt.Sprintf("%s: from %d", phase, first))
+	}
+	draw("before", 20)
+	if err := admin.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	draw("after FLUSHALL", 20)
+	srv.Restart(t)
+	draw("after a restart without persistence", 20)
+	t.Logf("fences %s; of %d fences, %d would be rejected by a fenced store, %d were drawn twice", strings.Join(phases, "; "), drawn, rejected, repeated)
+	if rejected > 0 || repeated > 0 {
+		t.Fatalf("across FLUSHALL and a restart, %d of %d fences were not above every earlier one (%d drawn twice)", rejected, drawn, repeated)
+	}
+}
+
+// TestFenceCounterExpiresAfterTheLock: a name's fence counter does not
+// outlive the name's use by more than a few seconds: every fenced acquire,
+// hand-over and Redlock write-back gives it the lock's TTL and 5 s more.
+func TestFenceCounterExpiresAfterTheLock(t *testing.T) {
+	leakCheck(t)
+	const ttl = 2 * time.Second
+	e := newEnv(t, nil, core.WithFencing(), core.WithTTL(ttl))
+	ctx := context.Background()
+	check := func(what string, lease *core.Lease) {
+		t.Helper()
+		lock := e.client.PTTL(ctx, lease.Key()).Val()
+		counter := e.client.PTTL(ctx, lease.Key()+":fence").Val()
+		t.Logf("%s: the lock's PTTL %v, the counter's %v", what, lock, counter)
+		if counter < lock+4*time.Second || counter > lock+5*time.Second+100*time.Millisecond {
+			t.Fatalf("%s: the fence counter's PTTL is %v with the lock's at %v: want the lock's and 5 s more", what, counter, lock)
+		}
+	}
+	first := hold(t, e, uniq(t))
+	check("acquire", first)
+	next, err := first.Handoff(ctx, request(first, 3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = next.Release(ctx) })
+	check("hand-over", next)
+
+	nodes := redistest.StartNodes(t, 3)
+	rl := redlockEnv(t, nodes, core.WithFencing(), core.WithTTL(ttl))
+	lease, err := rl.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	for i, n := range nodes {
+		c := n.Client(t)
+		lock, counter := c.PTTL(ctx, lease.Key()).Val(), c.PTTL(ctx, lease.Key()+":fence").Val()
+		if counter < lock+4*time.Second || counter > lock+5*time.Second+100*time.Millisecond {
+			t.Fatalf("redlock node %d: the fence counter's PTTL is %v with the lock's at %v after the write-back: want the lock's and 5 s more", i, counter, lock)
+		}
 	}
 }

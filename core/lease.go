@@ -176,9 +176,9 @@ func (l *Lease) Token() string { return l.token }
 // Fence returns the lease's fencing token (WithFencing), or 0 where fencing
 // is off. Tokens are strictly increasing per name: a lease acquired after
 // another one of the same name (or handed the hold locally) has a higher
-// token, in any process (see WithFencing for what Redis restarts and
-// failovers do to the counter). A nested lease has its outermost lease's
-// token.
+// token, in any process, also across Redis restarts and failovers as long
+// as the server's clock does not go back (see WithFencing). They are not
+// consecutive. A nested lease has its outermost lease's token.
 //
 // Pass the token with every write made under the lease to a store that
 // keeps, per resource, the highest token it has accepted and rejects writes
@@ -211,6 +211,11 @@ func (l *Lease) ValidUntil() time.Time {
 // out (ValidUntil passes) without an Extend, a little before the store frees the
 // key. Adapters cancel the request's context when it closes.
 //
+// Done and Lost read the clock: after a pause of the process (a GC pause, a
+// stopped VM) past ValidUntil, the holder's code may run before the lease's
+// timer does, and its first call of Done (or Lost) already finds the lease
+// lost and the channel closed, including a channel taken before the pause.
+//
 // With WithWatchdog, Done closes when a renewal finds the lock gone, or when
 // the store stayed unreachable until less than one renewal interval of validity
 // was left (about a third of the TTL before the lock can expire): time for
@@ -222,13 +227,18 @@ func (l *Lease) Done() <-chan struct{} {
 	l = l.outer()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	valid := time.Now().Before(l.validUntil)
 	if l.done == nil {
 		l.done = make(chan struct{})
-		if l.state != stateHeld {
+		switch {
+		case l.state != stateHeld:
 			close(l.done)
-		} else {
+		case valid:
 			l.expiry = time.AfterFunc(time.Until(l.validUntil), l.expire)
 		}
+	}
+	if l.state == stateHeld && !valid {
+		l.closeDoneLocked() // the timer has not run yet: the process was paused
 	}
 	return l.done
 }
@@ -261,13 +271,18 @@ func (l *Lease) closeDoneLocked() {
 
 // Lost reports whether the lease lost its lock before it was released or
 // handed over: the watchdog gave up renewing it, Extend found the key gone,
-// or its validity (ValidUntil) passed. Done is closed then. A nested lease
-// reports its outermost lease's state.
+// or its validity (ValidUntil) passed, which it reads from the clock (see
+// Done). Done is closed then. A nested lease reports its outermost lease's
+// state.
 func (l *Lease) Lost() bool {
 	l = l.outer()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.loss != 0 || (l.state == stateHeld && !time.Now().Before(l.validUntil))
+	if l.state == stateHeld && !time.Now().Before(l.validUntil) {
+		l.closeDoneLocked() // before the timer, after a pause: Done agrees with Lost
+		return true
+	}
+	return l.loss != 0
 }
 
 // errReleasePanicked is what Release reports after a Handler panicked in it.

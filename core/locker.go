@@ -133,11 +133,13 @@ func warnContextTimeout(clients []redis.UniversalClient) {
 }
 
 // Close ends what the Locker runs in the background. A Locker built by New or
-// NewRedlock also closes its store: the shared subscription of WithNotify,
-// and the store calls still running in the background (clean-ups of failed
-// attempts; with NewRedlock, calls of nodes that had not answered when an
-// operation's outcome was known), each within its deadline. It neither
-// releases nor ends leases. Close is idempotent and returns nil.
+// NewRedlock also closes its store: the shared subscription of WithNotify;
+// the clean-ups of failed attempts, which may be retrying for as long as a
+// stalled server does not answer, are stopped (within the I/O timeout; a key
+// they could not remove yet expires with its TTL); with NewRedlock, the
+// calls of nodes that had not answered when an operation's outcome was
+// known end within their deadline. Close waits for these goroutines. It
+// neither releases nor ends leases. Close is idempotent and returns nil.
 func (l *Locker) Close() error {
 	if c, ok := l.store.(io.Closer); ok && l.owned {
 		return c.Close()

@@ -70,7 +70,7 @@ type env struct {
 }
 
 // newEnv builds a Locker on its own client of srv (shared when nil), as a
-// separate service instance would have.
+// separate service instance would have; both are closed when the test ends.
 func newEnv(t testing.TB, srv *redistest.Server, opts ...core.Option) *env {
 	t.Helper()
 	if srv == nil {
@@ -87,6 +87,7 @@ func newEnv(t testing.TB, srv *redistest.Server, opts ...core.Option) *env {
 	if err := l.Err(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = l.Close() }) // ends the clean-ups of failed attempts, before the leak check
 	return &env{client: c, rt: rt, locker: l}
 }
 

@@ -190,24 +190,41 @@ func WithWatchdogInterval(d time.Duration) Option {
 	}
 }
 
-// WithFencing gives every lease a fencing token (Lease.Fence): the acquire
-// script also increments a counter kept next to the lock, in the key
-// Key(name)+":fence" (same cluster slot), so that tokens are strictly
-// increasing per name across processes and client restarts. A store that
-// remembers the highest token it has seen for a resource and rejects writes
-// carrying a lower one cannot be corrupted by a holder that lost its lock
-// while paused. The counter never expires (deleting it would restart the
-// sequence). It survives Redis restarts only with persistence, and a failover
-// may lose its latest increments if they were not replicated yet: the next
-// holders then draw tokens that were handed out already. Where that must not
-// happen, make writes wait for a replica (min-replicas-to-write, WAIT).
-// Under memory pressure, a maxmemory-policy of allkeys-lru, allkeys-lfu or
-// allkeys-random may evict the counter like any other key, restarting the
-// sequence at 1: run the locks' Redis with noeviction or a volatile-*
-// policy, which only evicts keys that have a TTL (the counter has none).
+// WithFencing gives every lease a fencing token (Lease.Fence), drawn by the
+// acquire script in the same atomic step: the larger of the name's counter
+// + 1 and the Redis server's clock in microseconds (TIME), written back to
+// the counter, which is kept next to the lock in the key Key(name)+":fence"
+// (same cluster slot). A store that remembers the highest token it has seen
+// for a resource and rejects writes carrying a lower one cannot be corrupted
+// by a holder that lost its lock while paused.
 //
-// Fencing replaces the native SET ... NX GET by a script, which costs Redis
-// a little more CPU per attempt; round trips are unchanged.
+// Tokens are strictly increasing per name, across processes and client
+// restarts; and, because the server's clock carries on where the counter is
+// lost, across a FLUSHALL, a Redis restart without persistence, an evicted
+// counter, and a failover that lost the latest values of the counter: the
+// next token comes from the clock, above every earlier one. The counter
+// expires 5 s after the lock it was last drawn for (its TTL is the lock's
+// TTL plus 5 s at every fenced acquire and local hand-over; watchdog
+// renewals do not extend it), so that an idle name leaves nothing behind;
+// the next token then comes from the clock too.
+//
+// The remaining limit is the server's clock: tokens drawn from it stay
+// above earlier ones as long as it does not go back. A clock stepped back
+// (by NTP or by hand), or a failover to a replica whose clock is behind the
+// old master's by more than the time since the last token, can repeat
+// tokens; so can two tokens drawn within one microsecond across a restart.
+// Keep the servers' clocks synchronised (NTP slewing, not stepping). With
+// NewRedlock, each node draws from its own clock, and a raised counter
+// expires with the lock too: the nodes' clocks must agree to within the
+// TTL plus 5 s. Memory pressure never repeats a token (an evicted counter
+// is a lost counter), but an evicted lock is a lost lock: run the locks'
+// Redis with maxmemory-policy noeviction.
+//
+// Fencing needs Redis 5.0 or later, whose scripts may read the clock before
+// writing (scripts are replicated by their effects). It replaces the native
+// SET ... NX GET by a script, which costs Redis a little more CPU per
+// attempt; round trips are unchanged. Tokens are 64-bit integers of about
+// 1.7e15 (microseconds since 1970): store them in 64-bit columns.
 func WithFencing() Option {
 	return func(c *config) { c.fencing = true }
 }

@@ -59,9 +59,11 @@ type redisStore struct {
 	notifier *notifier // made by the first Watch
 	linger   time.Duration
 	closed   bool
-	bg       background // undos left to the background
-	// ioTimeout bounds an undo (see TryAcquire): the I/O timeout of the
-	// Locker that configured the store, 0 for DefaultIOTimeout.
+	undos    undos      // clean-ups of failed attempts (undo.go)
+	bg       background // the goroutine of the clean-ups
+	// ioTimeout bounds each call of a clean-up (see TryAcquire): the I/O
+	// timeout of the Locker that configured the store, 0 for
+	// DefaultIOTimeout.
 	ioTimeout atomic.Int64
 }
 
@@ -88,6 +90,8 @@ type redisStore struct {
 // Err.
 func NewRedisStore(client redis.UniversalClient) Store {
 	s := &redisStore{client: client, cached: make(map[*redis.Script]*atomic.Bool), linger: DefaultNotifyLinger}
+	s.undos.ctx, s.undos.cancel = context.WithCancel(context.Background())
+	s.undos.kick = make(chan struct{}, 1)
 	for _, sc := range []*redis.Script{acquireScript, acquireFencedScript, releaseScript, extendScript, extendFencedScript, fenceFloorScript} {
 		s.cached[sc] = new(atomic.Bool)
 	}
@@ -128,6 +132,12 @@ func (s *redisStore) run(ctx context.Context, sc *redis.Script, keys []string, a
 	return cmd
 }
 
+// fenceGrace is how long a fence counter outlives the lock it was last drawn
+// or raised for (see acquire_fenced.lua): it expires a few seconds after the
+// name's last lock, and the fences drawn after that come from the server's
+// clock.
+const fenceGrace = 5 * time.Second
+
 // Companion keys of a lock key: appended to it, so that they share its hash
 // tag and its cluster slot.
 func fenceKey(key string) string  { return key + ":fence" }
@@ -145,36 +155,29 @@ func channelOf(key string) string { return key + ":released" }
 // of the CPU of a script doing the same (about 2 µs against 9 µs per call on
 // Redis 7). Servers before Redis 7.0 reject NX with GET; for them the same
 // logic runs as acquire.lua. With fenced, acquire_fenced.lua does the same
-// and increments the fence counter.
+// and draws the next fence: the larger of the name's counter + 1 and the
+// server's clock in microseconds (Redis 5.0 or later).
 //
 // An attempt that fails after its command may have reached Redis is undone
-// (see mayHaveApplied), within the Locker's I/O timeout (DefaultIOTimeout
-// for a store no Locker configured) rather than what is left of the
-// attempt's context: a caller's deadline may have left the attempt a sliver
-// of time, too short to reach Redis again. The undo runs at once, or in the
-// background when the attempt's context has ended (cancelled, or past its
-// deadline), so that the caller does not wait for it.
+// (see mayHaveApplied) without holding the caller up past the attempt's
+// context, whose deadline is the Locker's I/O timeout: a compare-and-delete
+// of its token is sent at once if the context has time left, and again in
+// the background every 250 ms until it deletes the key, or until the
+// attempt's SET can no longer arrive late (see undo.go): a stalled server
+// or link may run it after the attempt has failed, so that a
+// compare-and-delete that finds nothing proves nothing.
 func (s *redisStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	sent := time.Now()
 	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced)
 	if err != nil && mayHaveApplied(err) {
-		budget := s.undoTimeout()
-		undo := func() {
-			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
-			defer cancel()
-			_, _ = s.Release(uctx, key, token)
-		}
-		if ctx.Err() != nil {
-			s.bg.run(undo)
-		} else {
-			undo()
-		}
+		s.undo(ctx, key, token, ttl, sent)
 	}
 	return ok, fence, s.failed(err)
 }
 
 func (s *redisStore) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	if fenced {
-		fence, err := s.run(ctx, acquireFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
+		fence, err := s.run(ctx, acquireFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds(), (ttl + fenceGrace).Milliseconds()).Int64()
 		return err == nil && fence > 0, fence, err
 	}
 	if !s.noSetGet.Load() {
@@ -210,16 +213,20 @@ func isSyntaxError(err error) bool {
 // holds token. Once Announce was called, the same script publishes on the
 // key's release channel.
 func (s *redisStore) Release(ctx context.Context, key, token string) (bool, error) {
-	args := []any{token}
-	if s.announce.Load() {
-		args = append(args, channelOf(key))
-	}
-	n, err := s.run(ctx, releaseScript, []string{key}, args...).Int64()
+	n, err := s.run(ctx, releaseScript, []string{key}, s.releaseArgs(key, token)...).Int64()
 	return n == 1, s.failed(err)
 }
 
+// releaseArgs are the arguments of release.lua for key and token.
+func (s *redisStore) releaseArgs(key, token string) []any {
+	if s.announce.Load() {
+		return []any{token, channelOf(key)}
+	}
+	return []any{token}
+}
+
 // Extend is compare-and-extend (extend.lua), or with fenced
-// extend_fenced.lua, which also increments the fence counter.
+// extend_fenced.lua, which also draws a new fence.
 func (s *redisStore) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	ok, fence, err := s.extend(ctx, key, token, ttl, fenced)
 	return ok, fence, s.failed(err)
@@ -227,7 +234,7 @@ func (s *redisStore) Extend(ctx context.Context, key, token string, ttl time.Dur
 
 func (s *redisStore) extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	if fenced {
-		fence, err := s.run(ctx, extendFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds()).Int64()
+		fence, err := s.run(ctx, extendFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds(), (ttl + fenceGrace).Milliseconds()).Int64()
 		return err == nil && fence > 0, fence, err
 	}
 	n, err := s.run(ctx, extendScript, []string{key}, token, ttl.Milliseconds()).Int64()
@@ -235,9 +242,10 @@ func (s *redisStore) extend(ctx context.Context, key, token string, ttl time.Dur
 }
 
 // RaiseFence sets the fence counter to at least fence if the key still holds
-// token (Redlock's second phase, see fence_floor.lua).
+// token (Redlock's second phase, see fence_floor.lua); a raised counter
+// expires fenceGrace after the lock.
 func (s *redisStore) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
-	n, err := s.run(ctx, fenceFloorScript, []string{key, fenceKey(key)}, token, fence).Int64()
+	n, err := s.run(ctx, fenceFloorScript, []string{key, fenceKey(key)}, token, fence, fenceGrace.Milliseconds()).Int64()
 	return n == 1, s.failed(err)
 }
 
@@ -265,9 +273,7 @@ func (s *redisStore) watchInto(key string, c chan struct{}) (stop func()) {
 	return func() { n.leave(w) }
 }
 
-// setLinger sets how long a channel stays subscribed without waiters; the
-// Locker passes WithNotifyLinger before its first Watch.
-// undoTimeout returns the time an undo of a failed attempt may take.
+// undoTimeout returns the time a call of a clean-up may take.
 func (s *redisStore) undoTimeout() time.Duration {
 	if d := time.Duration(s.ioTimeout.Load()); d > 0 {
 		return d
@@ -275,6 +281,8 @@ func (s *redisStore) undoTimeout() time.Duration {
 	return DefaultIOTimeout
 }
 
+// setLinger sets how long a channel stays subscribed without waiters; the
+// Locker passes WithNotifyLinger before its first Watch.
 func (s *redisStore) setLinger(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -283,22 +291,27 @@ func (s *redisStore) setLinger(d time.Duration) {
 	}
 }
 
-// Close ends the subscription of Watch and waits for the undos left to the
-// background, each bounded by its deadline. It does not close the client.
+// Close ends the subscription of Watch and the clean-ups of failed attempts
+// that are still retrying (within the I/O timeout, the bound of their call
+// in flight; keys they could not remove yet expire with their TTL), and
+// waits for their goroutines. It does not close the client. Attempts that
+// fail after Close get one compare-and-delete, within their context.
 func (s *redisStore) Close() error {
 	s.mu.Lock()
 	n := s.notifier
 	s.closed = true
 	s.mu.Unlock()
 	n.close()
+	s.undos.close()
 	s.bg.wait()
 	return nil
 }
 
 // mayHaveApplied reports whether a command that failed with err may still have
 // been executed by the server: everything but a failure to connect. An
-// acquire that fails this way is undone with a compare-and-delete, so that a
-// SET whose reply was lost does not keep the name locked for a whole TTL.
+// acquire that fails this way is undone with a compare-and-delete (see
+// undo.go), so that a SET whose reply was lost, or that a stalled server
+// runs late, does not keep the name locked for a whole TTL.
 // An error reply counts too: a script that fails after its SET (Redis does
 // not roll scripts back) has left the key set. Undoing is always safe, as the
 // compare-and-delete only deletes the attempt's own token; it costs a round

@@ -215,6 +215,9 @@ func TestFaultRedlockWatchdogAndDone(t *testing.T) {
 // fence counters different histories, through nodes that are down for one
 // holder and back (empty) for the next: the quorum write-back keeps tokens
 // strictly increasing where the bare highest counter of each quorum would not.
+// Fences are drawn from the counter and the node's clock (whichever is
+// higher): node 2's counter is set an hour ahead of the clocks, as if it had
+// drawn fences on a clock an hour fast.
 func TestRedlockFencesStayIncreasingWhenCountersDiverge(t *testing.T) {
 	leakCheck(t)
 	nodes := redistest.StartNodes(t, 3)
@@ -223,7 +226,8 @@ func TestRedlockFencesStayIncreasingWhenCountersDiverge(t *testing.T) {
 	name := uniq(t)
 	key, _ := l.Key(name)
 	c := redis.NewClient(nodes[2].Options())
-	c.Set(ctx, key+":fence", 10, 0) // node 2 has seen more holders than the others
+	ahead := c.Time(ctx).Val().Add(time.Hour).UnixMicro()
+	c.Set(ctx, key+":fence", ahead, 0) // node 2 has seen more holders than the others
 	_ = c.Close()
 
 	nodes[0].Stop() // the first holder's quorum: nodes 1 and 2
@@ -231,8 +235,8 @@ func TestRedlockFencesStayIncreasingWhenCountersDiverge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Fence() != 11 {
-		t.Fatalf("first fence %d, want 11 (node 2's counter + 1)", first.Fence())
+	if first.Fence() != ahead+1 {
+		t.Fatalf("first fence %d, want %d (node 2's counter + 1)", first.Fence(), ahead+1)
 	}
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -31,9 +31,18 @@ type Store interface {
 	// already (a re-sent attempt) counts as acquired and resets the TTL to
 	// ttl. With fenced, it also draws the next fencing token of key (see
 	// WithFencing) in the same atomic step and returns it (> 0); fence is 0
-	// otherwise. When TryAcquire fails with an error after its command may
-	// have reached the store, the store removes what the attempt may have set
-	// (compare-and-delete by token), so that no lock is left without a holder.
+	// otherwise.
+	//
+	// When TryAcquire fails with an error after its command may have reached
+	// the store, the store removes what the attempt may have set
+	// (compare-and-delete by token), so that no lock is left without a
+	// holder, and without holding the caller up past ctx. A removal that
+	// finds nothing is no proof: a stalled store or link may still apply the
+	// attempt's command later (a frozen server runs what it had received
+	// when it resumes). So the store keeps trying in the background, bounded
+	// in time (the Redis store: at once, then every 250 ms, until it deletes
+	// the key or the store has answered for the attempt's TTL), and stops
+	// when it is closed (io.Closer) without waiting for them to succeed.
 	TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (ok bool, fence int64, err error)
 
 	// Release deletes key if it holds token, and reports whether it did.

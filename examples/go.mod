@@ -53,6 +53,7 @@ require (
 	github.com/pelletier/go-toml/v2 v2.4.3 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.1 // indirect
+	github.com/reqlock/reqlock/protokey v0.0.0-00010101000000-000000000000 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.2 // indirect
 	github.com/yuin/gopher-lua v1.1.2 // indirect
@@ -82,4 +83,5 @@ replace (
 	github.com/reqlock/reqlock/ginlock => ../ginlock
 	github.com/reqlock/reqlock/grpclock => ../grpclock
 	github.com/reqlock/reqlock/otel => ../otel
+	github.com/reqlock/reqlock/protokey => ../protokey
 )

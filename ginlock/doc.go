@@ -43,13 +43,36 @@
 // Put it on the routes (or route groups) it locks, after the middleware that
 // authenticates or rate-limits and before the handler. gin has routed the
 // request before any middleware runs, so c.FullPath() and c.Param are known
-// even in r.Use. For a {field.X} key the middleware reads the JSON body
-// itself, up to WithMaxBody, and puts it back, so middleware and handlers
-// after it read the whole body as usual; middleware before it that reads the
-// body must put it back too. Bounding the time and size of a request body is
-// the server's job (http.Server's ReadTimeout, http.MaxBytesReader or a body
-// limit middleware): WithMaxBody only bounds what the middleware reads to
-// find the field.
+// even in r.Use.
+//
+// Bound the request body BEFORE the lock: the lock is held from this
+// middleware until the handler returns, so a handler that reads the body
+// after it holds the lock for as long as the client takes to send it (a
+// client trickling a few bytes holds it for the whole TTL), and for as much
+// as it sends. Before it:
+//
+//   - the server's timeouts: http.Server's ReadHeaderTimeout and ReadTimeout
+//     (which covers the body), WriteTimeout and IdleTimeout;
+//   - a body limit: http.MaxBytesReader on c.Request.Body (gin has no limit
+//     of its own) in a middleware before this one;
+//   - best, a middleware before this one that reads the whole (limited)
+//     body, answers 413 or 408 when it is too large or too slow, and puts
+//     the bytes back, so that the lock is never taken before the body is
+//     complete;
+//   - a budget per request (context.WithTimeout on c.Request) below the TTL,
+//     or WithWatchdog on the Locker for handlers that cannot be bounded.
+//
+// The orders example (examples/orders) does all of the above:
+//
+//	r.POST("/orders/:id", readBody(64<<10), budget(2*time.Second), ginlock.New(locker, key), create)
+//
+// The middleware reads the body itself only for a {field.X} key: the JSON
+// body, up to WithMaxBody (a larger one is answered 400), before it takes
+// the lock, and it puts the body back, so middleware and handlers after it
+// read the whole body as usual; middleware before it that reads the body must
+// put it back too. WithMaxBody only bounds what it reads to find the field,
+// not the time that takes, nor what the handler reads: that is the server's
+// and the body limit's job.
 //
 // # The handler's side
 //
@@ -62,6 +85,11 @@
 // lock is released when the chain returns, also when a handler panics (the
 // panic goes on to the recovery middleware); middleware before this one then
 // finds its own request context again in c.Request.
+//
+// Stop when the context ends, and check it (or Lease(c).Done()) once more
+// right before a write. No check covers a process frozen between the check
+// and the write: with core.WithFencing, send Lease(c).Fence() with the write
+// to a store that refuses a lower fence than it has accepted.
 //
 // # Reentrancy needs c.Request.Context(), not c
 //

@@ -21,6 +21,12 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260209200024-4cfbd4190f57 // indirect
 )
 
-require github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
+require (
+	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
+	github.com/reqlock/reqlock/protokey v0.0.0-00010101000000-000000000000
+)
 
-replace github.com/reqlock/reqlock => ../
+replace (
+	github.com/reqlock/reqlock => ../
+	github.com/reqlock/reqlock/protokey => ../protokey
+)

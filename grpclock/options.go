@@ -18,10 +18,7 @@ import (
 // Locker's (core.WithWait).
 type Option func(*config)
 
-type config struct {
-	adapter.Config[*call]
-	onError func(ctx context.Context, err error) error
-}
+type config = adapter.RPCConfig
 
 // WithTTL sets the TTL of the locks the interceptor takes (per method),
 // instead of the Locker's; 0 keeps the Locker's. A per-call TTL
@@ -32,13 +29,7 @@ func WithTTL(ttl time.Duration) Option { return func(c *config) { c.SetTTL(ttl) 
 // WithTTLFunc sets a per-call TTL: f's result when positive, else the TTL
 // on the call's context (core.ContextWithTTL), WithTTL's or the Locker's.
 func WithTTLFunc(f func(ctx context.Context, fullMethod string) time.Duration) Option {
-	return func(c *config) {
-		if f == nil {
-			c.SetTTLFunc(nil)
-			return
-		}
-		c.SetTTLFunc(func(c *call) time.Duration { return f(c.ctx, c.method) })
-	}
+	return func(c *config) { c.SetTTLFunc(f) }
 }
 
 // WithWait sets the wait budget of the intercepted methods, instead of the
@@ -62,13 +53,7 @@ func WithFailOpen() Option { return func(c *config) { c.SetFailOpen() } }
 // the storage error before the handler runs unlocked, to log or count the
 // calls that ran without a lock.
 func WithFailOpenHook(f func(ctx context.Context, err error)) Option {
-	return func(c *config) {
-		if f == nil {
-			c.SetFailOpenHook(nil)
-			return
-		}
-		c.SetFailOpenHook(func(c *call, err error) { f(c.ctx, err) })
-	}
+	return func(c *config) { c.SetFailOpenHook(f) }
 }
 
 // WithErrorHandler replaces the status mapping: f receives every failure to
@@ -77,10 +62,5 @@ func WithFailOpenHook(f func(ctx context.Context, err error)) Option {
 // used when f returns nil: a failure to lock never lets the handler run
 // (only WithFailOpen does, when Redis is unavailable).
 func WithErrorHandler(f func(ctx context.Context, err error) error) Option {
-	return func(c *config) {
-		if f == nil {
-			c.Invalid("WithErrorHandler: nil function")
-		}
-		c.onError = f
-	}
+	return func(c *config) { c.SetErrorHandler(f) }
 }

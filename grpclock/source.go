@@ -2,147 +2,20 @@ package grpclock
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
-	"sync"
 
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/reqlock/reqlock/keyfunc"
+	"github.com/reqlock/reqlock/protokey"
 )
 
-// source is the keyfunc.Source of a gRPC call.
-type source struct {
-	ctx    context.Context
-	method string
-	msg    any  // the request message
-	noMsg  bool // a stream before its first message
-}
-
-// errNeedMessage tells the stream interceptor that the key reads a field, so
-// that the lock must wait for the first message.
-var errNeedMessage = errors.New("grpclock: the key needs a message field")
-
-func (s *source) Route() string { return s.method }
-
-func (s *source) Param(string) (string, error) {
-	return "", fmt.Errorf("%w: gRPC calls have no path parameters", keyfunc.ErrUnsupported)
-}
-
-func (s *source) Query(string) (string, error) {
-	return "", fmt.Errorf("%w: gRPC calls have no query parameters", keyfunc.ErrUnsupported)
-}
-
-// Header returns the first value of the metadata key name.
-func (s *source) Header(name string) (string, error) {
-	if v := metadata.ValueFromIncomingContext(s.ctx, name); len(v) > 0 {
-		return v[0], nil
-	}
-	return "", nil
-}
-
-// Field returns the field of the request message at path.
-func (s *source) Field(path string) (string, error) {
-	if s.noMsg {
-		return "", errNeedMessage
-	}
-	m, ok := s.msg.(proto.Message)
-	if !ok {
-		return "", fmt.Errorf("%w: the request %T is not a protobuf message", keyfunc.ErrUnreadable, s.msg)
-	}
-	return fieldValue(m.ProtoReflect(), path)
-}
-
-type fieldKey struct {
-	msg  protoreflect.FullName
-	path string
-}
-
-type resolved struct {
-	fds []protoreflect.FieldDescriptor
-	err error
-}
-
-// fields caches the resolution of a path in a message type.
-var fields sync.Map // fieldKey → resolved
-
-// fieldValue reads the scalar at path in m; "" when a message on the way or
-// the field itself is not set.
-func fieldValue(m protoreflect.Message, path string) (string, error) {
-	desc := m.Descriptor()
-	k := fieldKey{desc.FullName(), path}
-	r, ok := fields.Load(k)
-	if !ok {
-		fds, err := resolve(desc, path)
-		r, _ = fields.LoadOrStore(k, resolved{fds, err})
-	}
-	res := r.(resolved)
-	if res.err != nil {
-		return "", res.err
-	}
-	for _, fd := range res.fds[:len(res.fds)-1] {
-		if !m.Has(fd) {
-			return "", nil
+// source returns the keyfunc.Source of a gRPC call: its method, its incoming
+// metadata and its request message (nil for a stream before its first).
+func source(ctx context.Context, method string, msg any) keyfunc.Source {
+	return &protokey.Source{Method: method, Message: msg, Headers: func(name string) string {
+		if v := metadata.ValueFromIncomingContext(ctx, name); len(v) > 0 {
+			return v[0]
 		}
-		m = m.Get(fd).Message()
-	}
-	leaf := res.fds[len(res.fds)-1]
-	if !m.Has(leaf) {
-		return "", nil
-	}
-	return scalar(leaf, m.Get(leaf)), nil
-}
-
-// resolve finds the fields along path, checking that every step but the last
-// is a singular message and the last a supported scalar.
-func resolve(md protoreflect.MessageDescriptor, path string) ([]protoreflect.FieldDescriptor, error) {
-	segs := strings.Split(path, ".")
-	fds := make([]protoreflect.FieldDescriptor, 0, len(segs))
-	for i, seg := range segs {
-		fd := md.Fields().ByName(protoreflect.Name(seg))
-		if fd == nil {
-			fd = md.Fields().ByJSONName(seg)
-		}
-		if fd == nil {
-			return nil, fmt.Errorf("grpclock: field path %q: message %s has no field %q", path, md.FullName(), seg)
-		}
-		if fd.IsList() || fd.IsMap() {
-			return nil, fmt.Errorf("grpclock: field path %q: %s is repeated or a map", path, fd.FullName())
-		}
-		fds = append(fds, fd)
-		if i < len(segs)-1 {
-			if fd.Message() == nil {
-				return nil, fmt.Errorf("grpclock: field path %q: %s is not a message", path, fd.FullName())
-			}
-			md = fd.Message()
-			continue
-		}
-		switch fd.Kind() {
-		case protoreflect.MessageKind, protoreflect.GroupKind, protoreflect.BytesKind, protoreflect.FloatKind, protoreflect.DoubleKind:
-			return nil, fmt.Errorf("grpclock: field path %q: %s is of kind %v; want a string, bool, integer or enum", path, fd.FullName(), fd.Kind())
-		}
-	}
-	return fds, nil
-}
-
-// scalar formats a supported scalar value.
-func scalar(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
-	switch fd.Kind() {
-	case protoreflect.StringKind:
-		return v.String()
-	case protoreflect.BoolKind:
-		return strconv.FormatBool(v.Bool())
-	case protoreflect.EnumKind:
-		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
-			return string(ev.Name())
-		}
-		return strconv.Itoa(int(v.Enum()))
-	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		return strconv.FormatUint(v.Uint(), 10)
-	}
-	return strconv.FormatInt(v.Int(), 10)
+		return ""
+	}}
 }

@@ -69,7 +69,8 @@ type instance struct {
 var fastSpin = core.WithSpin(time.Millisecond, time.Millisecond)
 
 // newInstance builds an instance on the shared server, with the Guard in its
-// Locker's local-queue slot (through core.WithHandlers, as users write it).
+// Locker's local-queue slot (through core.WithHandlers, as users write it);
+// its client and Locker are closed when the test ends.
 func newInstance(t testing.TB, guardOpts []hotspot.Option, opts ...core.Option) *instance {
 	t.Helper()
 	c := shared.Client(t)
@@ -87,6 +88,7 @@ func newInstance(t testing.TB, guardOpts []hotspot.Option, opts ...core.Option) 
 	if err := l.Err(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = l.Close() }) // ends the clean-ups of failed attempts, before the leak check
 	// Load the release script, so that round trips counted later are one
 	// per command.
 	lease, err := l.Acquire(context.Background(), "warm-up:"+uniq(t))

@@ -54,12 +54,28 @@
 // body fields) needs no routing, and works anywhere in the chain, chi's
 // r.Use included.
 //
-// For a {field.X} key the middleware reads the JSON body itself, up to
-// WithMaxBody, and puts it back, so the next handler reads the whole body as
-// usual; middleware before it that reads the body must put it back too.
-// Bounding the time and size of a request body is the server's job
-// (http.Server's ReadTimeout, http.MaxBytesReader): WithMaxBody only bounds
-// what the middleware reads to find the field.
+// Bound the request body BEFORE the lock: the lock is held from this
+// middleware until the next handler returns, so a handler that reads the
+// body after it holds the lock for as long as the client takes to send it (a
+// client trickling a few bytes holds it for the whole TTL), and for as much
+// as it sends. Set http.Server's ReadHeaderTimeout, ReadTimeout (which
+// covers the body), WriteTimeout and IdleTimeout; limit the body with
+// http.MaxBytesReader in a handler that wraps this middleware; best, have
+// that handler read the whole limited body, answer 413 or 408 when it is too
+// large or too slow, and put the bytes back, so that the lock is never taken
+// before the body is complete. Give each request a budget below the TTL
+// (context.WithTimeout), or use WithWatchdog on the Locker for handlers that
+// cannot be bounded.
+//
+//	mux.Handle("POST /orders/{id}", readBody(64<<10, budget(2*time.Second, lock(create))))
+//
+// The middleware reads the body itself only for a {field.X} key: the JSON
+// body, up to WithMaxBody (a larger one is answered 400), before it takes
+// the lock, and it puts the body back, so the next handler reads the whole
+// body as usual; middleware before it that reads the body must put it back
+// too. WithMaxBody only bounds what it reads to find the field, not the time
+// that takes, nor what the handler reads: that is the server's and the body
+// limit's job.
 //
 // # Answers
 //
@@ -90,6 +106,9 @@
 // reentrant; the caller's request keeps its own context. Reentrancy goes by
 // context, not by goroutine: only code given that context (or one derived
 // from it) shares the lease. The lock is released when the handler returns
-// or panics. The route labels the acquire for telemetry (core.Route); lock
-// names never do.
+// or panics. Stop when the context ends, and check it (or Lease(r).Done())
+// once more right before a write; with core.WithFencing, send Lease(r).Fence()
+// with the write to a store that refuses a lower fence than it has accepted,
+// which also covers a process frozen between the check and the write. The
+// route labels the acquire for telemetry (core.Route); lock names never do.
 package httplock

@@ -27,7 +27,9 @@
 // therefore reads JSON keys as encoding/json binds them: ignoring case, and a
 // body where two keys match one path segment ({"id":"1","ID":"2"}) is
 // unreadable rather than locked under one of them. Numbers are named by
-// value (1, 1.0 and 1e0 give "1"); see HTTPSource.Field.
+// value (1, 1.0 and 1e0 give "1"); see HTTPSource.Field. JSONBody does the
+// same for a body that a framework has already buffered (Fiber's), for the
+// Source of its adapter.
 //
 // # Escaping
 //

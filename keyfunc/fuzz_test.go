@@ -1,7 +1,11 @@
 package keyfunc_test
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -125,6 +129,42 @@ func FuzzHTTPField(f *testing.F) {
 		}
 		if v1 == v2 && n1 != n2 {
 			t.Fatalf("%q and %q both bind %#v, but give the names %q and %q", b1, b2, v1, n1, n2)
+		}
+	})
+}
+
+// FuzzJSONBody checks JSONBody against HTTPSource, which reads the same
+// bytes from a request: both give the same name or the same error for any
+// body, path and limit, and the body is left as it was.
+func FuzzJSONBody(f *testing.F) {
+	for _, seed := range []struct {
+		body, path string
+		max        int64
+	}{
+		{`{"order":{"id":"A-1"}}`, "order.id", 0},
+		{`{"id":1,"ID":2}`, "id", 0},
+		{`{"id":12.50}`, "id", 0},
+		{`{"a":{"b":[1]}}`, "a.b", 0},
+		{`{"id":"x"} `, "id", 11},
+		{`{"id":"x"}`, "id", 9},
+		{"", "id", 0},
+		{`{"id":1e400}`, "id.x", 0},
+	} {
+		f.Add([]byte(seed.body), seed.path, seed.max)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, path string, max int64) {
+		orig := string(body)
+		n1, err1 := (&keyfunc.JSONBody{Body: body, MaxBody: max}).Field(path)
+		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		n2, err2 := (&keyfunc.HTTPSource{Request: r, MaxBody: max}).Field(path)
+		if n1 != n2 || fmt.Sprint(err1) != fmt.Sprint(err2) {
+			t.Fatalf("body %q, path %q, max %d: JSONBody gives %q, %v; HTTPSource %q, %v", body, path, max, n1, err1, n2, err2)
+		}
+		if err1 != nil && !errors.Is(err1, keyfunc.ErrUnreadable) {
+			t.Fatalf("body %q, path %q: unexpected error %v", body, path, err1)
+		}
+		if string(body) != orig {
+			t.Fatalf("the body changed: %q, was %q", body, orig)
 		}
 	})
 }

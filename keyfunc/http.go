@@ -104,6 +104,12 @@ func (s *HTTPSource) readBody() (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading the body: %w", ErrUnreadable, err)
 	}
+	return parseBody(buf, limit)
+}
+
+// parseBody parses a JSON body of at most limit bytes (limit > 0); a blank
+// body is no body (nil).
+func parseBody(buf []byte, limit int64) (any, error) {
 	if int64(len(buf)) > limit {
 		return nil, fmt.Errorf("%w: the body is larger than %d bytes", ErrUnreadable, limit)
 	}
@@ -120,6 +126,44 @@ func (s *HTTPSource) readBody() (any, error) {
 		return nil, fmt.Errorf("%w: the body is not one JSON value", ErrUnreadable)
 	}
 	return v, nil
+}
+
+// JSONBody gives the fields of a JSON body held in memory, as HTTPSource's
+// Field does for a request body it reads: for the Source of a framework that
+// buffers the body itself, such as Fiber's (see fiberlock). Build one per
+// request; it is not safe for concurrent use.
+type JSONBody struct {
+	// Body is the body; an empty or blank one has no fields (Field gives
+	// ""). Field does not modify it.
+	Body []byte
+	// MaxBody bounds the body Field parses; 0 means DefaultMaxBody. A larger
+	// body makes Field fail with ErrUnreadable.
+	MaxBody int64
+
+	parsed bool
+	body   any
+	err    error
+}
+
+// Field returns a scalar field of the body by dotted path, exactly as
+// HTTPSource.Field does: a string as it is, a number in its canonical form,
+// a boolean as "true" or "false", "" for an absent or null field, and an
+// error wrapping ErrUnreadable for an object, an array, a body that is not
+// one JSON value or is larger than MaxBody, or keys that match a segment
+// more than once ignoring case. The body is parsed once, on the first call.
+func (b *JSONBody) Field(path string) (string, error) {
+	if !b.parsed {
+		limit := b.MaxBody
+		if limit <= 0 {
+			limit = DefaultMaxBody
+		}
+		b.parsed = true
+		b.body, b.err = parseBody(b.Body, limit)
+	}
+	if b.err != nil {
+		return "", b.err
+	}
+	return jsonField(b.body, path)
 }
 
 type readCloser struct {

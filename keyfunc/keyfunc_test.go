@@ -318,3 +318,32 @@ func TestHTTPSourceFieldNumbers(t *testing.T) {
 		t.Errorf("1e400: %v, want ErrUnreadable", err)
 	}
 }
+
+// TestJSONBody: a body held in memory gives the fields HTTPSource gives for
+// the same body, parsed once, and is left as it was.
+func TestJSONBody(t *testing.T) {
+	body := []byte(`{"order":{"id":"A-1","n":12.50,"paid":true,"tags":["x"],"none":null},"ID":1,"id":2}`)
+	src := &keyfunc.JSONBody{Body: body}
+	for path, want := range map[string]string{"order.id": "A-1", "order.n": "12.5", "order.paid": "true", "order.none": "", "absent": ""} {
+		if got, err := src.Field(path); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", path, got, err, want)
+		}
+	}
+	for _, path := range []string{"order.tags", "order", "id"} {
+		if _, err := src.Field(path); !errors.Is(err, keyfunc.ErrUnreadable) {
+			t.Errorf("%s: %v, want ErrUnreadable", path, err)
+		}
+	}
+	for b, want := range map[string]error{"": nil, " \n": nil, "not json": keyfunc.ErrUnreadable, `{"id":1} {}`: keyfunc.ErrUnreadable} {
+		if got, err := (&keyfunc.JSONBody{Body: []byte(b)}).Field("id"); got != "" || !errors.Is(err, want) {
+			t.Errorf("body %q: %q, %v; want %v", b, got, err, want)
+		}
+	}
+	_, err := (&keyfunc.JSONBody{Body: body, MaxBody: 50}).Field("order.id")
+	if !errors.Is(err, keyfunc.ErrUnreadable) || !strings.Contains(err.Error(), "larger than 50 bytes") {
+		t.Fatalf("MaxBody: %v", err)
+	}
+	if got, err := (&keyfunc.JSONBody{Body: body, MaxBody: int64(len(body))}).Field("order.id"); err != nil || got != "A-1" {
+		t.Fatalf("a body of exactly MaxBody: %q, %v", got, err)
+	}
+}

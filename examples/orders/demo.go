@@ -197,7 +197,8 @@ func grpcOutcome(err error) outcome {
 // print writes the demo's table.
 func (r *demoResult) print(w io.Writer, cfg Config) {
 	fmt.Fprintf(w, "orders demo: %d orders × %d concurrent duplicate pay/cancel requests (half HTTP, half gRPC)\n", r.orders, r.duplicates)
-	fmt.Fprintf(w, "handler work %v, lock wait budget %v\n\n", cfg.Work, cfg.Wait)
+	fmt.Fprintf(w, "handler work %v, lock wait budget %v, handler budget %v, lock TTL %v (fenced)\n\n",
+		cfg.Work, cfg.Wait, cfg.HandlerTimeout, cfg.TTL)
 	fmt.Fprintf(w, "%-8s %9s %9s %9s %7s\n", "", "requests", "accepted", "busy", "errors")
 	row := func(name string, req, acc, busy, failed int64) {
 		fmt.Fprintf(w, "%-8s %9d %9d %9d %7d\n", name, req, acc, busy, failed)

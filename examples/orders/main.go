@@ -13,6 +13,11 @@
 // At exit, the last of them are flushed for at most 5 s.
 //
 // It uses an embedded Redis (miniredis) unless REDIS_ADDR names a real one.
+//
+// It shows the limits a locked service needs (see Config): the servers'
+// timeouts, a body read whole and bounded (64 KiB) before the lock is taken,
+// a budget per request below the lock's TTL, and fencing tokens that its
+// store checks before every write.
 package main
 
 import (

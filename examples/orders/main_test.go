@@ -169,7 +169,7 @@ func TestDetectorChecksTheTransports(t *testing.T) {
 	locker := core.New(client, core.WithWait(10*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
 	for name, call := range map[string]func(s *store, id string){
 		"HTTP without the middleware": func(s *store, id string) {
-			h, _ := httpHandler(s, locker, ginlock.WithSkip(func(*gin.Context) bool { return true }))
+			h, _ := httpHandler(s, locker, defaultConfig(), ginlock.WithSkip(func(*gin.Context) bool { return true }))
 			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/orders/"+id+"/pay", nil))
 		},
 		"gRPC without the interceptor": func(s *store, id string) {

@@ -19,6 +19,25 @@ import (
 )
 
 // Config is the service's configuration, from flags and the environment.
+//
+// The limits come in an order that keeps a lock from outliving the work
+// it protects:
+//
+//   - ReadTimeout and MaxBody bound what a client can make the server read,
+//     and they act before any lock is taken: the HTTP handlers read the whole
+//     body (at most MaxBody bytes, within ReadTimeout) before the lock
+//     middleware runs, and gRPC reads the whole message (at most MaxBody
+//     bytes) before it calls the interceptors. A client that trickles its
+//     body, or sends a huge one, never holds an order's lock.
+//   - HandlerTimeout bounds a locked request, from the lock wait to the
+//     answer: its context is cancelled then, and the store stops.
+//   - TTL, the lock's lifetime in Redis, is well above HandlerTimeout, so a
+//     running handler never outlives its lock; it only decides how long an
+//     order stays locked after an instance crashed holding it. (Handlers
+//     that cannot be bounded use core.WithWatchdog instead.)
+//   - Fencing (core.WithFencing) covers what no timeout can: a process
+//     frozen after its last check. The store refuses a write that carries a
+//     lower fencing token than one it has accepted for the order.
 type Config struct {
 	HTTPAddr  string        // HTTP listen address
 	GRPCAddr  string        // gRPC listen address
@@ -26,10 +45,31 @@ type Config struct {
 	Demo      bool          // run the demo on free loopback ports and exit
 	Wait      time.Duration // lock wait budget
 	Work      time.Duration // simulated work in each locked handler
+
+	ReadTimeout    time.Duration // HTTP: reading a whole request, body included; gRPC: the connection handshake
+	HandlerTimeout time.Duration // a locked request's budget, lock wait included
+	MaxBody        int64         // largest HTTP request body, or gRPC request message, in bytes
+	TTL            time.Duration // the locks' TTL; must be above HandlerTimeout
 }
 
 func defaultConfig() Config {
-	return Config{HTTPAddr: ":8080", GRPCAddr: ":9090", Wait: 50 * time.Millisecond, Work: 20 * time.Millisecond}
+	return Config{
+		HTTPAddr: ":8080", GRPCAddr: ":9090", Wait: 50 * time.Millisecond, Work: 20 * time.Millisecond,
+		ReadTimeout: 5 * time.Second, HandlerTimeout: 2 * time.Second, MaxBody: 64 << 10, TTL: 6 * time.Second,
+	}
+}
+
+// check reports a configuration whose limits do not fit together.
+func (cfg Config) check() error {
+	switch {
+	case cfg.ReadTimeout <= 0 || cfg.HandlerTimeout <= 0 || cfg.MaxBody <= 0:
+		return fmt.Errorf("the read timeout (%v), the handler timeout (%v) and the body limit (%d) must be positive",
+			cfg.ReadTimeout, cfg.HandlerTimeout, cfg.MaxBody)
+	case cfg.TTL <= cfg.HandlerTimeout:
+		return fmt.Errorf("the lock TTL (%v) must be above the handler timeout (%v), or a slow handler outlives its lock",
+			cfg.TTL, cfg.HandlerTimeout)
+	}
+	return nil
 }
 
 // run serves until ctx ends, or runs the demo, writing to w.
@@ -80,6 +120,9 @@ type app struct {
 // start connects to Redis (or starts miniredis), builds the Locker and
 // starts both servers.
 func start(cfg Config) (a *app, err error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	a = &app{cfg: cfg, failed: make(chan error, 2), redisTo: "redis at " + cfg.RedisAddr}
 	defer func() {
 		if err != nil {
@@ -101,7 +144,7 @@ func start(cfg Config) (a *app, err error) {
 		return nil, fmt.Errorf("redis at %s: %w", addr, err)
 	}
 	a.waits = &waits{}
-	locker := core.New(client, core.WithTTL(10*time.Second), core.WithWait(cfg.Wait),
+	locker := core.New(client, core.WithTTL(cfg.TTL), core.WithFencing(), core.WithWait(cfg.Wait),
 		core.WithSpin(2*time.Millisecond, 3*time.Millisecond), core.WithObservers(lockotel.New(), a.waits))
 	if err := locker.Err(); err != nil {
 		return nil, err
@@ -109,11 +152,11 @@ func start(cfg Config) (a *app, err error) {
 	a.store = newStore(locker, cfg.Work)
 
 	gin.SetMode(gin.ReleaseMode)
-	h, err := httpHandler(a.store, locker)
+	h, err := httpHandler(a.store, locker, cfg)
 	if err != nil {
 		return nil, err
 	}
-	gs, err := grpcServer(a.store, locker)
+	gs, err := grpcServer(a.store, locker, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +170,7 @@ func start(cfg Config) (a *app, err error) {
 		return nil, err
 	}
 	a.httpAddr, a.grpcAddr = hl.Addr().String(), gl.Addr().String()
-	a.httpSrv, a.grpcSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, gs
+	a.httpSrv, a.grpcSrv = httpServer(h, cfg), gs
 	httpDone, grpcDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(httpDone)
@@ -166,6 +209,7 @@ func (a *app) printUsage(w io.Writer) {
 	h, g := loopback(a.httpAddr), loopback(a.grpcAddr)
 	fmt.Fprintf(w, `orders: HTTP on %s, gRPC on %s, %s
 Requests for one order never run at once; a duplicate waits up to %v, then gets 409 / Aborted.
+Bodies are read whole (at most %d bytes, within %v) before the lock; a request has %v, its lock a TTL of %v.
 Try:
   curl -X POST %s/orders/42 -d '{"amount_cents":1250}'
   curl -X POST %s/orders/42/pay & curl -X POST %s/orders/42/pay; wait
@@ -174,7 +218,7 @@ Try:
   grpcurl -plaintext -d '{"order_id":"43","amount_cents":990}' %s orders.v1.Orders/Create
   grpcurl -plaintext -d '{"order_id":"43"}' %s orders.v1.Orders/Pay
 Ctrl-C stops it.
-`, "http://"+h, g, a.redisTo, a.cfg.Wait, "http://"+h, "http://"+h, "http://"+h, "http://"+h, "http://"+h, g, g)
+`, "http://"+h, g, a.redisTo, a.cfg.Wait, a.cfg.MaxBody, a.cfg.ReadTimeout, a.cfg.HandlerTimeout, a.cfg.TTL, "http://"+h, "http://"+h, "http://"+h, "http://"+h, "http://"+h, g, g)
 }
 
 // loopback turns a listen address like "[::]:8080" into one to call.

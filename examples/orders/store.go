@@ -24,7 +24,17 @@ var (
 	errNotFound = errors.New("order not found")
 	errExists   = errors.New("order already exists")
 	errState    = errors.New("order is not in a state that allows this")
+	errStale    = errors.New("stale write refused: a later holder of the order's lock has written")
+	errLost     = errors.New("the order's lock was lost before the write")
 )
+
+// retryable reports whether err means that nothing was written and the
+// request may be sent again: the lock was lost, a later holder wrote first,
+// or the request's budget ran out.
+func retryable(err error) bool {
+	return errors.Is(err, errStale) || errors.Is(err, errLost) || errors.Is(err, core.ErrNotHeld) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
 
 // Order is one order.
 type Order struct {
@@ -37,6 +47,13 @@ type Order struct {
 // (a payment provider's call, say) and write the order back: two of them at
 // once for one order would be a lost update, which the lock prevents.
 //
+// It is a fenced store: it keeps, per order, the highest fencing token
+// (Lease.Fence) it has accepted, and refuses a write with a lower one
+// (errStale). A holder that lost its lock while frozen after its last check
+// (a GC pause, a stopped VM) is refused instead of overwriting the work of
+// the holder after it. A store of your own does the same in its write, e.g.
+// UPDATE ... SET fence = $f WHERE id = $id AND fence <= $f.
+//
 // The overlap detector (enter) is called by the transports' handlers, behind
 // the middleware and interceptor and before the store's own Acquire: it
 // checks that the middleware serialises requests, which the store's nested
@@ -47,14 +64,19 @@ type store struct {
 
 	mu     sync.Mutex
 	orders map[string]Order
+	fences map[string]int64 // the highest fence accepted per order
 	inside map[string]int
+
+	// beforeWrite, if set (by tests), runs between the last check of the
+	// lease and the write, where a real process may be frozen.
+	beforeWrite func(id string)
 
 	entered  atomic.Int64 // handlers run for an order
 	overlaps atomic.Int64 // handlers that found another one running for the same order
 }
 
 func newStore(locker *core.Locker, work time.Duration) *store {
-	return &store{locker: locker, work: work, orders: map[string]Order{}, inside: map[string]int{}}
+	return &store{locker: locker, work: work, orders: map[string]Order{}, fences: map[string]int64{}, inside: map[string]int{}}
 }
 
 // lockName is the order's lock name, the one the transports' keys derive
@@ -65,6 +87,11 @@ func lockName(id string) string { return "order:" + keyfunc.Escape(id) }
 // middleware or interceptor, the Acquire is reentrant (the request's context
 // already holds the order) and costs nothing; called from elsewhere, it
 // takes the lock in Redis.
+//
+// The slow part stops when ctx ends: the adapters cancel the request's
+// context when the lease is lost, and the budget middleware when the
+// request's time is up. Before writing it checks the lease once more, and
+// the write carries the lease's fence, which the store checks.
 func (s *store) update(ctx context.Context, id string, change func(o Order, found bool) (Order, error)) (Order, error) {
 	lease, err := s.locker.Acquire(ctx, lockName(id))
 	if err != nil {
@@ -84,10 +111,33 @@ func (s *store) update(ctx context.Context, id string, change func(o Order, foun
 	case <-ctx.Done():
 		return o, context.Cause(ctx)
 	}
-	s.mu.Lock()
-	s.orders[id] = next
-	s.mu.Unlock()
+	select {
+	case <-lease.Done():
+		return o, errLost
+	case <-ctx.Done():
+		return o, context.Cause(ctx)
+	default:
+	}
+	if s.beforeWrite != nil {
+		s.beforeWrite(id)
+	}
+	if err := s.put(id, next, lease.Fence()); err != nil {
+		return o, err
+	}
 	return next, nil
+}
+
+// put writes order o for id if fence is not below the highest fence the
+// store has accepted for id, and returns errStale otherwise.
+func (s *store) put(id string, o Order, fence int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fence < s.fences[id] {
+		return fmt.Errorf("%w (fence %d, the order's is %d)", errStale, fence, s.fences[id])
+	}
+	s.fences[id] = fence
+	s.orders[id] = o
+	return nil
 }
 
 // enter marks the start of a locked handler for order id and returns its

@@ -1,5 +1,5 @@
 // Package adapter is the one locking flow of reqlock's framework adapters
-// (ginlock, httplock, grpclock): name → TTL and wait → acquire → fail-open →
+// (ginlock, httplock, grpclock, connectlock, kratoslock): name → TTL and wait → acquire → fail-open →
 // hold → release → answer. An adapter builds a Flow once, from its options,
 // and per request only builds a keyfunc.Source and maps a Failure to its
 // protocol (an HTTP status, a gRPC code).
@@ -15,6 +15,11 @@
 //   - per request: a Source, then Flow.Serve with a function that runs the
 //     rest of the chain with the context it is given;
 //   - a Protocol: Answer writes a Failure the way the framework answers.
+//
+// The RPC adapters (grpclock, connectlock, kratoslock) share more: RPC is
+// their flow, over calls (Call) that are refused with an error, and with
+// streams locked at their first message (RPC.Stream); their Option is a
+// func(*RPCConfig), and they only map an outcome to their error type.
 package adapter
 
 import (
@@ -118,13 +123,14 @@ type setupError struct {
 func (e *setupError) Error() string   { return e.msg }
 func (e *setupError) Unwrap() []error { return e.errs }
 
-// Must returns f, or panics with err: the adapters' constructors fail at
-// start-up, as regexp.MustCompile does, not on every request.
-func Must[R any](f *Flow[R], err error) *Flow[R] {
+// Must returns v (a *Flow, an *RPC), or panics with err: the adapters'
+// constructors fail at start-up, as regexp.MustCompile does, not on every
+// request.
+func Must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
 	}
-	return f
+	return v
 }
 
 // MaxBody is the body limit of WithMaxBody, for the HTTP adapters' Source (0:
@@ -144,6 +150,11 @@ func (f *Flow[R]) Serve(ctx context.Context, x R, src keyfunc.Source, next func(
 		return
 	}
 	lease, ok := f.Lock(ctx, x, src)
+	f.run(ctx, x, lease, ok, next)
+}
+
+// run calls next as Serve does, given Lock's results.
+func (f *Flow[R]) run(ctx context.Context, x R, lease *core.Lease, ok bool, next func(ctx context.Context)) {
 	switch {
 	case !ok:
 		return
@@ -172,7 +183,12 @@ func (f *Flow[R]) Lock(ctx context.Context, x R, src keyfunc.Source) (*core.Leas
 		f.refuse(x, Classify(err), err)
 		return nil, false
 	}
-	lease, err := f.acquire(ctx, x, name, src.Route())
+	return f.lockName(ctx, x, name, src.Route())
+}
+
+// lockName is Lock once the name is known.
+func (f *Flow[R]) lockName(ctx context.Context, x R, name, route string) (*core.Lease, bool) {
+	lease, err := f.acquire(ctx, x, name, route)
 	switch o := core.Classify(err); {
 	case err == nil:
 		return lease, true
@@ -283,9 +299,64 @@ var ErrLost = fmt.Errorf("%w: the request's lease was lost (its TTL ran out or t
 // cause ErrLost when lease.Done closes, and the function that ends the watch;
 // call it when the handler returns, before releasing the lease (Release
 // does).
+//
+// The context's Err, Done and Value look at the lease first (see
+// CancelIfLost): after a pause of the process (a GC pause, a stopped VM)
+// past the lease's validity, the handler's first look at its context
+// reports the loss, before the watch's goroutine has run. Contexts derived
+// from it learn of the loss from the watch.
 func Hold(ctx context.Context, lease *core.Lease) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(core.ContextWithLease(ctx, lease))
-	return ctx, Watch(ctx, lease, cancel)
+	return &heldContext{Context: ctx, lease: lease, cancel: cancel}, Watch(ctx, lease, cancel)
+}
+
+// heldContext is the request's context of Hold.
+type heldContext struct {
+	context.Context // the cancel-cause context that Watch cancels
+	lease           *core.Lease
+	cancel          context.CancelCauseFunc
+}
+
+func (c *heldContext) Done() <-chan struct{} {
+	c.check()
+	return c.Context.Done()
+}
+
+func (c *heldContext) Err() error {
+	c.check()
+	return c.Context.Err()
+}
+
+// Value also serves context.Cause, which finds the cause through it.
+func (c *heldContext) Value(key any) any {
+	c.check()
+	return c.Context.Value(key)
+}
+
+func (c *heldContext) String() string {
+	return fmt.Sprint(c.Context) + ".WithLease"
+}
+
+func (c *heldContext) check() {
+	select {
+	case <-c.Context.Done():
+	default:
+		CancelIfLost(c.lease, c.cancel)
+	}
+}
+
+// CancelIfLost calls cancel with cause ErrLost if lease is lost, and reports
+// whether it is. lease.Lost reads the clock, so this sees the loss even
+// when the lease's timer (and Watch's goroutine) have not run yet, as after
+// a pause of the process. The request context of Hold does it in its Err,
+// Done and Value; an adapter that builds a request context of its own (a
+// lazily locked stream) does the same.
+func CancelIfLost(lease *core.Lease, cancel context.CancelCauseFunc) bool {
+	if lease.Lost() {
+		cancel(ErrLost)
+		return true
+	}
+	return false
 }
 
 // Watch cancels ctx with cause ErrLost when lease.Done closes, until the

@@ -353,3 +353,45 @@ func TestServeHoldsAndReleases(t *testing.T) {
 		t.Fatal("held after a panic")
 	}
 }
+
+// TestHoldSeesTheLossAtOnce: after a pause of the process (a GC pause, a
+// stopped VM) past the lease's validity, the handler may look at its
+// context before Watch's goroutine has run: its first look (Err, Done, or
+// context.Cause) must already report the loss, with cause ErrLost. Hold on
+// a lease whose validity has passed is that first look.
+func TestHoldSeesTheLossAtOnce(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil)
+	bg := context.Background()
+	looks := map[string]func(ctx context.Context) bool{
+		"Err":   func(ctx context.Context) bool { return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrLost) },
+		"Cause": func(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrLost) },
+		"Done": func(ctx context.Context) bool {
+			select {
+			case <-ctx.Done():
+				return errors.Is(context.Cause(ctx), ErrLost)
+			default:
+				return false
+			}
+		},
+	}
+	for look, lost := range looks {
+		missed := 0
+		for i := 0; i < 10; i++ {
+			lease, err := e.Locker.Acquire(bg, adaptertest.Uniq(t), core.TTL(20*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Until(lease.ValidUntil()) + 2*time.Millisecond)
+			ctx, stop := Hold(bg, lease)
+			if !lost(ctx) {
+				missed++
+			}
+			stop()
+			_ = lease.Release(bg)
+		}
+		if missed > 0 {
+			t.Errorf("%s: %d of 10 request contexts of a lease past its validity did not report the loss at the first look", look, missed)
+		}
+	}
+}

@@ -2,11 +2,13 @@
 // a random free port, no persistence, a private temporary directory, stopped
 // and removed when the test ends.
 //
-// Beyond a single server (Start) it builds the deployments the lock engine
-// runs on: a Redis Cluster with optional replicas (StartCluster), N
-// independent nodes for Redlock (StartNodes) and a Sentinel-managed master
-// with a replica (StartSentinel), each with the faults a test needs (a
-// master killed and failed over, a slot migrated). Proxy is a TCP proxy that
+// A single server (Start) can be killed and restarted empty (Stop,
+// Restart) or frozen and resumed (Freeze, Thaw). Beyond a single server it
+// builds the deployments the lock engine runs on: a Redis Cluster with
+// optional replicas (StartCluster), N independent nodes for Redlock
+// (StartNodes) and a Sentinel-managed master with a replica
+// (StartSentinel), each with the faults a test needs (a master killed and
+// failed over, a slot migrated). Proxy is a TCP proxy that
 // adds latency, cuts connections or swallows traffic on demand; it works
 // outside tests too (benchmarks use it for a simulated round trip). Overlap
 // detects broken mutual exclusion.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -64,4 +65,31 @@ func TestOverlap(t *testing.T) {
 	if free.Overlaps() != 0 || free.Entries() != 800 {
 		t.Fatalf("a mutex-guarded section: entries=%d overlaps=%d", free.Entries(), free.Overlaps())
 	}
+}
+
+func TestFreezeThaw(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze(t)
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	err := c.Set(tctx, "late", "v", 0).Err() // reaches the frozen server, unanswered
+	cancel()
+	if err == nil {
+		t.Fatal("SET on a frozen server got a reply")
+	}
+	srv.Thaw(t)
+	deadline := time.Now().Add(2 * time.Second)
+	for c.Get(ctx, "late").Val() != "v" { // executed once thawed, though its client gave up
+		if time.Now().After(deadline) {
+			t.Fatal("the SET sent while the server was frozen was not executed after Thaw")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = c.Close()
+	srv.Close()
 }

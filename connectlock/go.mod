@@ -1,0 +1,23 @@
+module github.com/reqlock/reqlock/connectlock
+
+go 1.24.0
+
+require (
+	connectrpc.com/connect v1.19.2
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
+	github.com/reqlock/reqlock/protokey v0.0.0-00010101000000-000000000000
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/sys v0.41.0 // indirect
+)
+
+replace (
+	github.com/reqlock/reqlock => ../
+	github.com/reqlock/reqlock/protokey => ../protokey
+)

@@ -1,0 +1,150 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+// pendingUndos returns the number of clean-ups s retries, and whether its
+// goroutine runs.
+func (s *redisStore) pendingUndos() (int, bool) {
+	s.undos.mu.Lock()
+	defer s.undos.mu.Unlock()
+	return len(s.undos.pending), s.undos.running
+}
+
+// waitUndos waits up to limit for s to have no clean-up left and its
+// goroutine to have ended, and returns how long that took.
+func waitUndos(t *testing.T, s *redisStore, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		n, running := s.pendingUndos()
+		if n == 0 && !running {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("after %v, %d clean-ups are still pending (goroutine running: %v)", limit, n, running)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A clean-up that finds nothing goes on, as the attempt's SET may come
+// later: a key set under its token after the first "not found" is deleted
+// all the same; and once the store has answered for the attempt's TTL, the
+// clean-up ends by itself, and so does its goroutine, without Close.
+func TestUndoOutlivesNotFoundAndEndsByItself(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	s := NewRedisStore(client).(*redisStore)
+	defer s.Close()
+	const ttl = 600 * time.Millisecond
+
+	late := &undo{key: "late", token: "t1", ttl: ttl, horizon: time.Now().Add(time.Minute)}
+	never := &undo{key: "never", token: "t2", ttl: ttl, horizon: time.Now().Add(time.Minute)}
+	start := time.Now()
+	s.undos.add(s, late)
+	s.undos.add(s, never)
+	time.Sleep(2 * undoInterval) // answered "not found" at least once
+	if n, _ := s.pendingUndos(); n != 2 {
+		t.Fatalf("%d clean-ups pending after their compare-and-delete found nothing, want 2: not finding the key proves nothing", n)
+	}
+	client.Set(ctx, "late", "t1", 10*time.Second) // the late SET
+	deadline := time.Now().Add(time.Second)
+	for client.Exists(ctx, "late").Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("a key set under the token after the clean-up first found nothing was not deleted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitUndos(t, s, 2*time.Second)
+	if took := time.Since(start); took < ttl {
+		t.Fatalf("the clean-up that never found its key ended %v after it began, before the store had answered for the TTL (%v)", took, ttl)
+	}
+}
+
+// A clean-up keeps trying while the server is frozen, for longer than the
+// attempt's TTL: the server runs the late SET when it resumes, and the
+// clean-up deletes it then.
+func TestUndoOfAnAttemptOnAFrozenServer(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	s := NewRedisStore(client).(*redisStore)
+	defer s.Close()
+	s.ioTimeout.Store(int64(100 * time.Millisecond))
+	const ttl = 300 * time.Millisecond
+	if err := client.Ping(ctx).Err(); err != nil { // a connection from before the stall
+		t.Fatal(err)
+	}
+	srv.Freeze(t)
+	actx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, _, err := s.TryAcquire(actx, "frozen", "t1", ttl, false)
+	cancel()
+	if err == nil {
+		srv.Thaw(t)
+		t.Fatal("TryAcquire on a frozen server succeeded")
+	}
+	time.Sleep(3 * ttl)
+	n, running := s.pendingUndos()
+	srv.Thaw(t)
+	if n != 1 || !running {
+		t.Fatalf("after a stall of 3 TTLs, %d clean-ups pending (running %v), want 1: the server has not answered yet", n, running)
+	}
+	took := waitUndos(t, s, 2*time.Second)
+	if client.Exists(ctx, "frozen").Val() != 0 {
+		t.Fatal("the late SET was not undone")
+	}
+	t.Logf("the clean-up ended %v after the thaw", took.Round(time.Millisecond))
+}
+
+// Close ends the clean-ups at once, pending or not; attempts that fail
+// afterwards get no goroutine.
+func TestCloseEndsTheUndos(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	s := NewRedisStore(client).(*redisStore)
+	s.undos.add(s, &undo{key: "k", token: "t", ttl: time.Minute, horizon: time.Now().Add(time.Hour)})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, running := s.pendingUndos(); n != 0 || running {
+		t.Fatalf("after Close: %d clean-ups pending, goroutine running %v", n, running)
+	}
+	s.undos.add(s, &undo{key: "k", token: "t2", ttl: time.Minute, horizon: time.Now().Add(time.Hour)})
+	if n, running := s.pendingUndos(); n != 0 || running {
+		t.Fatalf("a clean-up added after Close: %d pending, goroutine running %v", n, running)
+	}
+}
+
+// At most maxUndos clean-ups are pending: beyond, the oldest (tried the
+// most) is dropped for the newest.
+func TestUndosAreBounded(t *testing.T) {
+	srv := redistest.Start(t)
+	s := NewRedisStore(srv.Client(t)).(*redisStore)
+	defer s.Close()
+	horizon := time.Now().Add(time.Hour)
+	var first, last *undo
+	for i := 0; i <= maxUndos; i++ {
+		u := &undo{key: "bounded", token: fmt.Sprint(i), ttl: time.Hour, horizon: horizon}
+		if i == 0 {
+			first = u
+		}
+		last = u
+		s.undos.add(s, u)
+	}
+	s.undos.mu.Lock()
+	defer s.undos.mu.Unlock()
+	if n := len(s.undos.pending); n != maxUndos {
+		t.Fatalf("%d clean-ups pending, want at most %d", n, maxUndos)
+	}
+	if s.undos.pending[0] == first || s.undos.pending[maxUndos-1] != last {
+		t.Fatal("the oldest clean-up was not the one dropped")
+	}
+}

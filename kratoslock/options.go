@@ -1,0 +1,72 @@
+package kratoslock
+
+import (
+	"context"
+	"time"
+
+	"github.com/reqlock/reqlock/internal/adapter"
+)
+
+// Option configures the middleware. An invalid one makes Server panic (see
+// Check).
+//
+// Per-request settings win over per-middleware ones, which win over the
+// Locker's. The TTL of a lock is WithTTLFunc's result when positive, else a
+// TTL set on the request's context by an earlier middleware
+// (core.ContextWithTTL), else WithTTL's, else the Locker's (core.WithTTL).
+// The wait budget is one set on the request's context
+// (core.ContextWithWait), else WithWait's, else the Locker's
+// (core.WithWait).
+type Option func(*config)
+
+type config = adapter.RPCConfig
+
+// WithTTL sets the TTL of the locks the middleware takes, instead of the
+// Locker's; 0 keeps the Locker's. A per-request TTL (WithTTLFunc, or
+// core.ContextWithTTL set by an earlier middleware) overrides it. A TTL
+// outside [1ms, core.MaxTTL] is invalid.
+func WithTTL(ttl time.Duration) Option { return func(c *config) { c.SetTTL(ttl) } }
+
+// WithTTLFunc sets a per-request TTL: f's result when positive, else the TTL
+// on the request's context (core.ContextWithTTL), WithTTL's or the Locker's.
+// operation is the request's (see the package documentation).
+func WithTTLFunc(f func(ctx context.Context, operation string) time.Duration) Option {
+	return func(c *config) { c.SetTTLFunc(f) }
+}
+
+// WithWait sets the wait budget of the middleware, instead of the Locker's
+// (core.WithWait): how long a request waits for a busy name before it fails
+// with 409 (Aborted). 0 means one attempt, no waiting; a negative wait is
+// invalid. The request's deadline (Kratos's server timeout, or the gRPC
+// caller's) cuts it; a wait set on the request's context by an earlier
+// middleware (core.ContextWithWait) overrides it. It bounds the waiting for
+// another holder only: a Redis call in flight ends at the Locker's I/O
+// timeout, so a stalled Redis gives 503 (or fails open), never 409.
+func WithWait(wait time.Duration) Option { return func(c *config) { c.SetWait(wait) } }
+
+// WithRetryAfter sets the Retry-After reply header of the default busy
+// error, in whole seconds rounded up (default 1 s).
+func WithRetryAfter(d time.Duration) Option { return func(c *config) { c.SetRetryAfter(d) } }
+
+// WithFailOpen runs the handler without a lock when Redis is unavailable
+// (core.ErrStorage only), instead of failing with 503 (Unavailable);
+// LeaseFromContext then returns nil. The storage error is dropped: use
+// WithFailOpenHook to see it. Choose it only for operations where a
+// duplicate run is cheaper than an outage.
+func WithFailOpen() Option { return func(c *config) { c.SetFailOpen() } }
+
+// WithFailOpenHook is WithFailOpen, and calls f with the request's context
+// and the storage error before the handler runs unlocked, to log or count
+// the requests that ran without a lock.
+func WithFailOpenHook(f func(ctx context.Context, err error)) Option {
+	return func(c *config) { c.SetFailOpenHook(f) }
+}
+
+// WithErrorHandler replaces the error mapping: f receives every failure to
+// lock a request (err wraps the sentinel of its kind) and returns the error
+// the request fails with, typically a Kratos *errors.Error. ToError is the
+// default, and is used when f returns nil: a failure to lock never lets the
+// handler run (only WithFailOpen does, when Redis is unavailable).
+func WithErrorHandler(f func(ctx context.Context, err error) error) Option {
+	return func(c *config) { c.SetErrorHandler(f) }
+}
