@@ -523,6 +523,11 @@ func TestLeaseGivenUpByItsWatchdog(t *testing.T) {
 	opts, lopts := watchdogOptions(proxy)
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { _ = c.Close() })
+	// Dial now: the first command of a client also sets up its connection
+	// through the proxy, which may not fit in the 50 ms I/O timeout.
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
 	e.locker = core.New(c, append(lopts, core.WithHandlers(e.handler))...)
 	ctx, req := e.request(context.Background())
 	name := uniq(t)

@@ -272,6 +272,11 @@ func TestLogLeaseGivenUpByItsWatchdog(t *testing.T) {
 	opts, lopts := watchdogOptions(proxy)
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { _ = c.Close() })
+	// Dial now: the first command of a client also sets up its connection
+	// through the proxy, which may not fit in the 50 ms I/O timeout.
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
 	l := core.New(c, append(lopts, core.WithHandlers(h))...)
 	ctx := context.Background()
 	lease := watchdogOutage(t, l, proxy, ctx, uniq(t))
