@@ -221,7 +221,12 @@ func TestFaultRedlockWatchdogAndDone(t *testing.T) {
 func TestRedlockFencesStayIncreasingWhenCountersDiverge(t *testing.T) {
 	leakCheck(t)
 	nodes := redistest.StartNodes(t, 3)
-	l := redlockEnv(t, nodes, core.WithFencing(), core.WithIOTimeout(200*time.Millisecond))
+	clients := nodes.Clients(t)
+	l := core.NewRedlock(clients, core.WithFencing(), core.WithIOTimeout(200*time.Millisecond))
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
 	ctx := context.Background()
 	name := uniq(t)
 	key, _ := l.Key(name)
@@ -242,7 +247,16 @@ func TestRedlockFencesStayIncreasingWhenCountersDiverge(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes[0].Restart(t) // back, with its counter at 0
-	nodes[2].Stop()     // the second holder's quorum: nodes 0 and 1
+	// The Locker's client of node 0 still holds connections to the stopped
+	// server: let it find them dead and dial again, so that the acquire
+	// below measures the fences, not go-redis's reconnection against the
+	// 200 ms I/O timeout.
+	for deadline := time.Now().Add(2 * time.Second); clients[0].Ping(ctx).Err() != nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("node 0 does not answer after its restart")
+		}
+	}
+	nodes[2].Stop() // the second holder's quorum: nodes 0 and 1
 	second, err := l.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
