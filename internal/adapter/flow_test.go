@@ -30,12 +30,11 @@ var testProtocol = Protocol[*req]{
 // src is a Source with a route and one header.
 type src struct{ route, header string }
 
-func (s src) Route() string                     { return s.route }
-func (s src) Param(string) (string, error)      { return "", nil }
-func (s src) Query(string) (string, error)      { return "", nil }
-func (s src) Header(string) (string, error)     { return s.header, nil }
-func (s src) Field(string) (string, error)      { return "", nil }
-func (s src) with(header string) keyfunc.Source { s.header = header; return s }
+func (s src) Route() string                 { return s.route }
+func (s src) Param(string) (string, error)  { return "", nil }
+func (s src) Query(string) (string, error)  { return "", nil }
+func (s src) Header(string) (string, error) { return s.header, nil }
+func (s src) Field(string) (string, error)  { return "", nil }
 
 // byHeader names a request by its header.
 var byHeader = keyfunc.Header("X-Name")
