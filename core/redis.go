@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"net"
 	"strings"
@@ -11,35 +10,20 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/internal/redisscript"
 )
 
 // This file is the Redis backend on one deployment. Each command is one round
 // trip (scripts run by EVAL the first time, by EVALSHA afterwards; see run).
 
 var (
-	//go:embed acquire.lua
-	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
-
-	//go:embed acquire_fenced.lua
-	acquireFencedLua    string
-	acquireFencedScript = redis.NewScript(acquireFencedLua)
-
-	//go:embed release.lua
-	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
-
-	//go:embed extend.lua
-	extendLua    string
-	extendScript = redis.NewScript(extendLua)
-
-	//go:embed extend_fenced.lua
-	extendFencedLua    string
-	extendFencedScript = redis.NewScript(extendFencedLua)
-
-	//go:embed fence_floor.lua
-	fenceFloorLua    string
-	fenceFloorScript = redis.NewScript(fenceFloorLua)
+	acquireScript       = redis.NewScript(redisscript.Acquire)
+	acquireFencedScript = redis.NewScript(redisscript.AcquireFenced)
+	releaseScript       = redis.NewScript(redisscript.Release)
+	extendScript        = redis.NewScript(redisscript.Extend)
+	extendFencedScript  = redis.NewScript(redisscript.ExtendFenced)
+	fenceFloorScript    = redis.NewScript(redisscript.FenceFloor)
 )
 
 // redisStore is the Store on one Redis deployment: a standalone server, a
@@ -75,7 +59,8 @@ type redisStore struct {
 // Each call is one round trip: acquire is the native SET key token NX PX ttl
 // GET (Redis 7.0 and later; a script on older servers), release a
 // compare-and-delete script, extend a compare-and-extend script (scripts are
-// embedded .lua files, sent by EVAL once and by EVALSHA afterwards). A
+// the .lua files of internal/redisscript, shared with the rueidis store,
+// sent by EVAL once and by EVALSHA afterwards). A
 // lock's key and its companion keys (fence counter, release channel) share
 // one hash tag, hence one cluster slot. It implements Notifier (Redis
 // pub/sub, published by the release script) and FenceRaiser.
@@ -132,16 +117,12 @@ func (s *redisStore) run(ctx context.Context, sc *redis.Script, keys []string, a
 	return cmd
 }
 
-// fenceGrace is how long a fence counter outlives the lock it was last drawn
-// or raised for (see acquire_fenced.lua): it expires a few seconds after the
-// name's last lock, and the fences drawn after that come from the server's
-// clock.
-const fenceGrace = 5 * time.Second
+// The lock's companion keys and the fence counter's grace, as every Redis
+// client of reqlock names them (internal/redisscript).
+const fenceGrace = redisscript.FenceGrace
 
-// Companion keys of a lock key: appended to it, so that they share its hash
-// tag and its cluster slot.
-func fenceKey(key string) string  { return key + ":fence" }
-func channelOf(key string) string { return key + ":released" }
+func fenceKey(key string) string  { return redisscript.FenceKey(key) }
+func channelOf(key string) string { return redisscript.Channel(key) }
 
 // TryAcquire is Redis's documented single-instance lock: SET key token NX
 // PX ttl GET, one native command. GET returns the value the key already had:

@@ -75,3 +75,49 @@ type Notifier interface {
 type FenceRaiser interface {
 	RaiseFence(ctx context.Context, key, token string, fence int64) (ok bool, err error)
 }
+
+// Queuer is the optional capability of a Store that keeps the waiters of a
+// key in arrival order and, when the key is released, grants it to the first
+// live waiter directly (WithFair). A Queuer's Release does that grant: it
+// sets key to the head waiter's token, with the TTL and fence the waiter
+// asked for when it queued, and tells it (Grants).
+//
+// A queue entry lives only while its waiter keeps calling Enqueue: patience
+// after its last call, the entry is dead, and a release or another waiter's
+// Enqueue skips it. A lock granted to a waiter is held for at most patience
+// at first (Grant.TTL), so that a lock granted to a waiter that died is
+// freed by the same bound; the Locker extends it to the lease's TTL when the
+// request holds it longer.
+type Queuer interface {
+	Store
+
+	// Enqueue is TryAcquire for a waiter that keeps its place in line. It
+	// takes key when key is free and no live waiter is ahead of token.
+	// Otherwise it puts token at the tail of key's queue on its first call,
+	// keeps its place on later calls, and renews the entry for patience. A
+	// token to which a release has granted key gets its grant. All in one
+	// atomic step.
+	Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (Grant, error)
+
+	// Dequeue takes token out of key's queue. If key was granted to token
+	// meanwhile, it releases it, and the next live waiter gets it: a grant
+	// is never lost with a waiter that gives up.
+	Dequeue(ctx context.Context, key, token string) error
+
+	// Grants returns a channel that receives token's grant of key when a
+	// release grants it, until stop is called. Messages may be lost (a
+	// dropped connection): the waiter's next Enqueue returns the grant.
+	Grants(key, token string) (c <-chan Grant, stop func())
+}
+
+// Grant is the answer of a Queuer to a waiter.
+type Grant struct {
+	// OK reports that the waiter holds the key.
+	OK bool
+	// Fence is the lease's fencing token when the waiter asked for one.
+	Fence int64
+	// TTL is how long the key is held for the waiter from the moment of the
+	// answer: the lease's TTL when the waiter took the key itself, at most
+	// the waiter's patience when a release granted it.
+	TTL time.Duration
+}

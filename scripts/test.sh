@@ -1,26 +1,39 @@
 #!/usr/bin/env bash
-# The test command of the README: installs redis-server when it is missing
-# (with apt-get, when run as root), then, in every module of the workspace
-# (the modules that go.work lists: the root module, ginlock, grpclock, otel,
-# examples and benchmarks), checks the formatting with gofmt, vets, and runs
-# every test with the race detector against real redis-server processes
-# started by the tests. Each module is vetted and tested on its own go.mod
-# (GOWORK=off), as its users build it; then the fault-history test runs on
-# its own. A module that fails does not stop the others; the script exits
-# non-zero if any failed.
+# The test command of the README: installs the servers the tests need when
+# they are missing (with apt-get, when run as root: redis-server, and for the
+# stores etcd-server, zookeeper, postgresql, mariadb-server, memcached), then,
+# in every module of the workspace (the modules that go.work lists: the root
+# module, the adapters, otel, the stores, examples and benchmarks), checks
+# the formatting with gofmt, vets, and runs every test with the race
+# detector against real servers started by the tests on loopback. Each
+# module is vetted and tested on its own go.mod (GOWORK=off), as its users
+# build it; then the fault-history test runs on its own. A module that fails
+# does not stop the others; the script exits non-zero if any failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-if ! command -v redis-server >/dev/null 2>&1; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		echo "test.sh: redis-server is missing; installing it with apt-get"
+# The servers the tests start: Debian package and how to tell it is there.
+have() { command -v "$1" >/dev/null 2>&1; }
+have_postgres() { have postgres || compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; }
+have_zookeeper() { [ -e /usr/share/zookeeper/bin/zkServer.sh ] || have zkServer.sh; }
+packages=()
+have redis-server || packages+=(redis-server)
+have etcd || packages+=(etcd-server)
+have_zookeeper || packages+=(zookeeper)
+have_postgres || packages+=(postgresql)
+have mariadbd || have mysqld || packages+=(mariadb-server)
+have memcached || packages+=(memcached)
+if [ "${#packages[@]}" -gt 0 ]; then
+	if [ "$(id -u)" = 0 ] && have apt-get; then
+		echo "test.sh: ${packages[*]} missing; installing with apt-get"
 		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+		# The packages' services are not started: the tests start their own
+		# servers on random loopback ports.
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
 	else
-		echo "test.sh: redis-server is missing. Install it, then run this again:" >&2
-		echo "  Debian/Ubuntu: sudo apt-get install redis-server" >&2
-		echo "  macOS:         brew install redis" >&2
+		echo "test.sh: ${packages[*]} missing. Install them, then run this again:" >&2
+		echo "  Debian/Ubuntu: sudo apt-get install ${packages[*]}" >&2
 		exit 1
 	fi
 fi
