@@ -22,11 +22,16 @@ const (
 )
 
 // EtcdSpec describes a one-member etcd cluster on two loopback ports: the
-// client port first (Process.Addr), then the peer port. Its data lives in
-// the process's private directory. It is ready once GET /health on the
-// client port reports health "true" (a raw HTTP request: this module does
-// not depend on etcd's client).
-func EtcdSpec() Spec {
+// client port first (Process.Addr), then the peer port, with the timings
+// EtcdHeartbeat and EtcdElectionTimeout. Its data lives in the process's
+// private directory. It is ready once GET /health on the client port
+// reports health "true" (a raw HTTP request: this module does not depend on
+// etcd's client).
+func EtcdSpec() Spec { return EtcdSpecTimings(EtcdHeartbeat, EtcdElectionTimeout) }
+
+// EtcdSpecTimings is EtcdSpec with other raft timings: etcd's defaults are a
+// heartbeat of 100 ms and an election timeout of 1 s.
+func EtcdSpecTimings(heartbeat, electionTimeout time.Duration) Spec {
 	return Spec{
 		Name:       "etcd",
 		Binary:     "etcd",
@@ -45,8 +50,8 @@ func EtcdSpec() Spec {
 				"--initial-advertise-peer-urls", peer,
 				"--initial-cluster", "reqlock=" + peer,
 				"--initial-cluster-state", "new",
-				"--heartbeat-interval", fmt.Sprint(EtcdHeartbeat.Milliseconds()),
-				"--election-timeout", fmt.Sprint(EtcdElectionTimeout.Milliseconds()),
+				"--heartbeat-interval", fmt.Sprint(heartbeat.Milliseconds()),
+				"--election-timeout", fmt.Sprint(electionTimeout.Milliseconds()),
 				"--logger", "zap",
 				"--log-outputs", "stderr",
 				"--log-level", "warn",
