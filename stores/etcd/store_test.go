@@ -419,3 +419,92 @@ func TestServerMinimumTTL(t *testing.T) {
 }
 
 func token() string { return rand.Text() }
+
+// TestServerRestart: etcd keeps locks on disk: a lock taken before the
+// server restarts is still held after it, its holder releases it, and the
+// release wakes a watcher whose watch outlived the restart.
+func TestServerRestart(t *testing.T) {
+	leakCheck(t)
+	srv := servers.StartEtcd(t)
+	holder := newStore(t, newClient(t, srv.Addr()))
+	other := newStore(t, newClient(t, srv.Addr()))
+	key := uniq(t)
+	acquire(t, holder, key, "before", 30*time.Second, true)
+	c, stop := other.Watch(key)
+	defer stop()
+
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	if _, _, err := other.TryAcquire(ctx, key, "during", 30*time.Second, false); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("TryAcquire while etcd is down: %v; want the context's deadline", err)
+	}
+	cancel()
+	srv.Restart(t)
+
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ok, _, err := other.TryAcquire(ctx, key, "after", 30*time.Second, false)
+		cancel()
+		if err == nil {
+			if ok {
+				t.Fatal("a lock taken before etcd restarted was free after it")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer 15s after etcd restarted: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if wait(c, 0) {
+		t.Fatal("a notice before the release")
+	}
+	release(t, holder, key, "before")
+	if !wait(c, 5*time.Second) {
+		t.Fatal("no notice of a release after etcd restarted")
+	}
+}
+
+// TestLockerWakesWaiter: through Lockers built WithNotify, a waiter whose
+// random sleep is 10s gets the lock soon after another process releases it:
+// the watch woke it.
+func TestLockerWakesWaiter(t *testing.T) {
+	leakCheck(t)
+	newLocker := func() *core.Locker {
+		l := core.NewWithStore(newStore(t, newClient(t, "")),
+			core.WithTTL(30*time.Second), core.WithWait(20*time.Second),
+			core.WithSpin(10*time.Second, time.Millisecond), core.WithNotify())
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	first, second := newLocker(), newLocker()
+	name := uniq(t)
+	lease, err := first.Acquire(call(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	var acquiredAt atomic.Int64
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		l, err := second.Acquire(ctx, name)
+		if err == nil {
+			acquiredAt.Store(time.Now().UnixNano())
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiter's first attempt fails; it sleeps
+	released := time.Now()
+	if err := lease.Release(call(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter's Acquire: %v", err)
+	}
+	if took := time.Unix(0, acquiredAt.Load()).Sub(released); took > 5*time.Second {
+		t.Fatalf("the waiter got the lock %v after the release: not woken by the watch (its sleep is 10s)", took)
+	}
+}
