@@ -319,13 +319,16 @@ var errLeaseLost = errors.New("etcdstore: the lease expired before its renewal")
 // errLeaseLost (the lease had expired) or the renewal's.
 func (s *Store) txnWithLease(ctx context.Context, secs int64, op func(clientv3.LeaseID) clientv3.Op) (*clientv3.TxnResponse, lease, error) {
 	for retry := false; ; retry = true {
-		l, kept := s.take(secs)
-		if retry || !kept {
+		var l lease
+		kept := false
+		if !retry {
+			l, kept = s.take(secs)
+		}
+		if !kept {
 			var err error
 			if l, err = s.grant(ctx, secs); err != nil {
 				return nil, lease{}, err
 			}
-			kept = false
 		}
 		sent := time.Now()
 		var ka *keepAlive
@@ -334,24 +337,24 @@ func (s *Store) txnWithLease(ctx context.Context, secs int64, op func(clientv3.L
 		}
 		r, err := s.client.Do(ctx, op(l.id))
 		kaErr := ka.wait()
+		if kept && kaErr == nil {
+			l.fresh = sent
+		}
 		if err != nil {
-			if kept && !retry && errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				continue
+			if kept && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				continue // nothing was written: grant a new lease
 			}
 			return nil, l, err
 		}
 		resp := r.Txn()
-		if kept {
-			switch {
-			case kaErr == nil:
-				l.fresh = sent
-			case resp.Succeeded && errors.Is(kaErr, rpctypes.ErrLeaseNotFound):
-				return resp, lease{}, errLeaseLost
-			case resp.Succeeded:
-				return resp, l, kaErr
-			default: // nothing bound to it; its state is unknown: drop it
-				l = lease{}
-			}
+		switch {
+		case kaErr == nil:
+		case resp.Succeeded && errors.Is(kaErr, rpctypes.ErrLeaseNotFound):
+			return resp, lease{}, errLeaseLost
+		case resp.Succeeded:
+			return resp, l, kaErr
+		default: // nothing is bound to it, and its state is unknown: drop it
+			l = lease{}
 		}
 		return resp, l, nil
 	}

@@ -508,3 +508,62 @@ func TestLockerWakesWaiter(t *testing.T) {
 		t.Fatalf("the waiter got the lock %v after the release: not woken by the watch (its sleep is 10s)", took)
 	}
 }
+
+// TestRevokedKeptLeaseIsReplaced: a kept lease that is gone from the server
+// (revoked here; expired in life) makes the acquisition's transaction fail
+// with no effect, and the acquisition grants a new lease instead.
+func TestRevokedKeptLeaseIsReplaced(t *testing.T) {
+	c := newClient(t, "")
+	s := newStore(t, c)
+	key := uniq(t)
+	acquire(t, s, key, "first", 10*time.Second, false)
+	kept := clientv3.LeaseID(get(t, c, s, key).Kvs[0].Lease)
+	release(t, s, key, "first") // kept for reuse
+	if _, err := c.Revoke(call(t), kept); err != nil {
+		t.Fatal(err)
+	}
+	acquire(t, s, key, "second", 10*time.Second, false)
+	kv := get(t, c, s, key).Kvs[0]
+	if string(kv.Value) != "second" || kv.Lease == 0 || clientv3.LeaseID(kv.Lease) == kept {
+		t.Fatalf("after an acquire whose kept lease was revoked, the key is %q on lease %x (the revoked one: %x)", kv.Value, kv.Lease, kept)
+	}
+	ttl, err := c.TimeToLive(call(t), clientv3.LeaseID(kv.Lease))
+	if err != nil || ttl.TTL <= 0 {
+		t.Fatalf("the key's new lease: %+v, %v", ttl, err)
+	}
+	release(t, s, key, "second")
+}
+
+// TestWatchdogSeesLostLease: with core.WithWatchdog, a lease that etcd no
+// longer has (revoked here; expired during an outage in life) ends the
+// Lease: the watchdog's next renewal reports it, and Done closes.
+func TestWatchdogSeesLostLease(t *testing.T) {
+	leakCheck(t)
+	c := newClient(t, "")
+	s := newStore(t, c)
+	l := core.NewWithStore(s, core.WithTTL(3*time.Second), core.WithWatchdog())
+	defer l.Close()
+	lease, err := l.Acquire(call(t), uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	time.Sleep(1500 * time.Millisecond) // a renewal or so
+	select {
+	case <-lease.Done():
+		t.Fatal("Done closed while the lease was renewed")
+	default:
+	}
+	id := clientv3.LeaseID(get(t, c, s, lease.Key()).Kvs[0].Lease)
+	if _, err := c.Revoke(call(t), id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done still open 10s after the lease was revoked")
+	}
+	if !lease.Lost() {
+		t.Error("Lost reports false after Done closed on a revoked lease")
+	}
+}
