@@ -9,9 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/reqlock/reqlock/core"
 )
@@ -27,6 +29,7 @@ var (
 // give it to core.NewWithStore; it is safe for concurrent use.
 type Store struct {
 	client *clientv3.Client
+	leases etcdserverpb.LeaseClient // for keep-alives (keepAliveOnce)
 	prefix string
 	spares int // the pool's capacity (WithLeasePool)
 
@@ -74,12 +77,16 @@ type heldLease struct {
 
 // New returns a Store that keeps its locks in the etcd cluster behind
 // client. The Store does not close client: close it after the Store (and
-// after the Lockers that use it). A nil client, or an invalid or nil
-// option, returns an error wrapping core.ErrInvalidOption, and no Store.
+// after the Lockers that use it). A nil client (or one not made by
+// clientv3.New), or an invalid or nil option, returns an error wrapping
+// core.ErrInvalidOption, and no Store.
 // New does no I/O.
 func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("etcdstore: %w: the client is nil", core.ErrInvalidOption)
+	}
+	if client.ActiveConnection() == nil {
+		return nil, fmt.Errorf("etcdstore: %w: the client has no connection: make it with clientv3.New", core.ErrInvalidOption)
 	}
 	cfg := defaultConfig()
 	for i, opt := range opts {
@@ -94,6 +101,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	}
 	s := &Store{
 		client:  client,
+		leases:  clientv3.RetryLeaseClient(client),
 		prefix:  cfg.prefix,
 		spares:  cfg.pool,
 		pool:    make(map[int64][]lease),
@@ -387,9 +395,33 @@ func (s *Store) keepAlive(ctx context.Context, id clientv3.LeaseID) *keepAlive {
 	ka := &keepAlive{done: make(chan struct{})}
 	go func() {
 		defer close(ka.done)
-		_, ka.err = s.client.KeepAliveOnce(ctx, id)
+		ka.err = s.keepAliveOnce(ctx, id)
 	}()
 	return ka
+}
+
+// keepAliveOnce renews lease id once: one request on a keep-alive stream
+// of its own. Unlike the client's KeepAliveOnce, which tries again at once
+// for as long as the server answers Unavailable (a member without a
+// leader), it makes one try: the Locker decides when to try again.
+func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) error {
+	ctx, cancel := context.WithCancel(ctx) // ends the stream
+	defer cancel()
+	stream, err := s.leases.LeaseKeepAlive(ctx, grpc.WaitForReady(true))
+	if err != nil {
+		return clientv3.ContextError(ctx, err)
+	}
+	if err := stream.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: int64(id)}); err != nil {
+		return clientv3.ContextError(ctx, err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		return clientv3.ContextError(ctx, err)
+	}
+	if resp.TTL <= 0 {
+		return rpctypes.ErrLeaseNotFound
+	}
+	return nil
 }
 
 // wait waits for the keep-alive and returns its error; nil-safe (no

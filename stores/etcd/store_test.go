@@ -214,6 +214,7 @@ func TestNewErrors(t *testing.T) {
 		want   string
 	}{
 		{"nil client", nil, nil, "client is nil"},
+		{"zero client", &clientv3.Client{}, nil, "clientv3.New"},
 		{"nil option", c, []etcdstore.Option{etcdstore.WithPrefix("/x/"), nil}, "option 1 is nil"},
 		{"negative pool", c, []etcdstore.Option{etcdstore.WithLeasePool(-1)}, "WithLeasePool(-1)"},
 	}
