@@ -15,6 +15,10 @@ import (
 // by one transaction and put back only when no key is bound to it any more
 // (the attempt found the key held, the key was released, or it moved to
 // another lease). So revoking or renewing a lease acts on one lock only.
+// (A renewal of a holder's Extend still on its way while the same holder
+// releases can reach the lease after another acquisition of this store
+// took it: it then renews that lock's lease, which the acquisition has just
+// renewed itself, by the same TTL.)
 
 // minSweep is the least number of held entries at which expired ones are
 // swept.
@@ -97,6 +101,18 @@ func (s *Store) hold(k, token string, l lease, secs int64) {
 		}
 	}
 	s.sweepAt = max(minSweep, 2*len(s.held))
+}
+
+// renewed records that lease id of the lock of token on key k was renewed
+// at sent, unless the lock was released meanwhile.
+func (s *Store) renewed(k, token string, id clientv3.LeaseID, sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hk := heldKey{k, token}
+	if h, ok := s.held[hk]; ok && h.id == id && sent.After(h.fresh) {
+		h.fresh = sent
+		s.held[hk] = h
+	}
 }
 
 // heldLease returns the lease of the lock of token on key k, if this store

@@ -275,8 +275,7 @@ func (s *Store) renew(ctx context.Context, k, token string, h heldLease, fenced 
 	case kaErr != nil:
 		return false, 0, true, kaErr
 	}
-	h.fresh = sent
-	s.hold(k, token, h.lease, h.secs)
+	s.renewed(k, token, h.id, sent)
 	return true, fenceOf(fenced, resp.Header.Revision), true, nil
 }
 
