@@ -568,3 +568,57 @@ func TestWatchdogSeesLostLease(t *testing.T) {
 		t.Error("Lost reports false after Done closed on a revoked lease")
 	}
 }
+
+// TestPartition: while the link to etcd swallows everything (a network
+// partition), calls end with their context's deadline; once it heals, the
+// store answers again.
+func TestPartition(t *testing.T) {
+	leakCheck(t)
+	proxy := redistest.NewProxy(t, shared.Addr())
+	s := newStore(t, newClient(t, proxy.Addr()))
+	key := uniq(t)
+	acquire(t, s, key, "held", 30*time.Second, false)
+	release(t, s, key, "held") // the store keeps a lease: the next acquire is a transaction and a keep-alive
+
+	proxy.Blackhole()
+	calls := map[string]func(context.Context) error{
+		"TryAcquire": func(ctx context.Context) error {
+			_, _, err := s.TryAcquire(ctx, key, "cut", 30*time.Second, false)
+			return err
+		},
+		"Extend": func(ctx context.Context) error {
+			_, _, err := s.Extend(ctx, key, "cut", 30*time.Second, true)
+			return err
+		},
+		"Release": func(ctx context.Context) error {
+			_, err := s.Release(ctx, key, "cut")
+			return err
+		},
+	}
+	for name, f := range calls {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := f(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "etcdstore: ") {
+			t.Errorf("%s across a partition: %v; want an etcdstore error wrapping the context's deadline", name, err)
+		}
+	}
+	proxy.Restore()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ok, _, err := s.TryAcquire(ctx, key, "healed", 30*time.Second, false)
+		cancel()
+		if err == nil {
+			if !ok {
+				t.Fatal("the key was held after the partition, which no attempt reached")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer 15s after the partition healed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	release(t, s, key, "healed")
+}
