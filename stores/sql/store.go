@@ -32,9 +32,10 @@ type Store struct {
 	stmts   *stmtCache // MySQL: prepared statements, one round trip per call
 	undos   *undos     // clean-ups of failed attempts
 
-	// trace, when set (by the package's tests), sees every statement the
-	// store sends with its arguments.
-	trace func(query string, args []any)
+	// Set by the package's tests only: trace sees every statement the store
+	// sends with its arguments; noUndo turns the clean-ups off.
+	trace  func(query string, args []any)
+	noUndo bool
 }
 
 var (
@@ -130,10 +131,10 @@ func (s *Store) CreateTable(ctx context.Context) error {
 	return nil
 }
 
-// Check reports whether the lock table (and on PostgreSQL its sequence,
-// whose absence only a fenced call would otherwise reveal) can be used:
-// nil, or an error that wraps ErrNoTable when it is missing, or the
-// database's error. It changes nothing.
+// Check reports whether the lock table (and on PostgreSQL its fencing
+// sequence) can be used: nil, an error that wraps ErrNoTable when one is
+// missing, or the database's error. It changes nothing. An application may
+// call it when it starts, to fail early rather than at its first lock.
 func (s *Store) Check(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, s.q.check); err != nil {
 		return s.fail(ctx, "check", err)
@@ -167,7 +168,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	sent := time.Now()
 	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced)
 	if err != nil {
-		if mayHaveApplied(err) {
+		if mayHaveApplied(err) && !s.noUndo {
 			s.undos.undo(ctx, key, token, ttl, sent)
 		}
 		return false, 0, s.fail(ctx, "acquire "+key, err)
