@@ -6,6 +6,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/reqlock/reqlock/internal/servers"
 )
 
 // roundTrips counts the round trips of the connections it dials: a burst of
@@ -140,6 +145,49 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(rt.count())/float64(b.N), "roundtrips/op")
+		})
+	}
+}
+
+// TestPostgresQueryModes: the modes of pgx that suit PgBouncer in
+// transaction mode (no prepared statement kept on a server session) run
+// each call in one round trip too.
+func TestPostgresQueryModes(t *testing.T) {
+	for _, mode := range []string{"exec", "simple_protocol"} {
+		t.Run(mode, func(t *testing.T) {
+			var rt roundTrips
+			cfg, err := pgx.ParseConfig(servers.PostgresURL(pgServer.Addr()) + "&default_query_exec_mode=" + mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.DialFunc = rt.dial
+			db := stdlib.OpenDB(*cfg)
+			t.Cleanup(func() { db.Close() })
+			db.SetMaxOpenConns(1)
+			s := newStore(t, db)
+			ctx := call(t)
+			cycle := func() {
+				k, tok := key(t), token()
+				if fence := mustAcquire(t, s, k, tok, time.Minute, true); fence <= 0 {
+					t.Fatalf("fence %d; want > 0", fence)
+				}
+				if ok, _, err := s.Extend(ctx, k, tok, time.Minute, true); !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+				if ok, err := s.Release(ctx, k, tok); !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+			}
+			cycle()
+			cycle()
+			rt.reset()
+			const n = 10
+			for range n {
+				cycle()
+			}
+			if got := float64(rt.count()) / n; got != 3 {
+				t.Errorf("%.2f round trips per acquire, extend and release; want 3", got)
+			}
 		})
 	}
 }
