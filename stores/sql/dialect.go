@@ -79,7 +79,8 @@ type queries struct {
 
 // The PostgreSQL statements. Time is the database's: clock_timestamp(), the
 // time of the call (now() would be the start of the transaction). The TTL is
-// sent as a number of microseconds ($3), never as a time of the client.
+// sent as a number of microseconds ($3), never as a time of the client. The
+// key ($1) is sent as bytes: the name column is bytea.
 //
 // A fence is drawn from the table's sequence by RETURNING, which runs only
 // for the row that the statement inserted or updated, after the row was

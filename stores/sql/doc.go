@@ -25,7 +25,7 @@
 //
 //	CREATE SEQUENCE IF NOT EXISTS reqlock_locks_fence CACHE 1;
 //	CREATE TABLE IF NOT EXISTS reqlock_locks (
-//	    name       text        NOT NULL PRIMARY KEY,
+//	    name       bytea       NOT NULL PRIMARY KEY,
 //	    token      text        NOT NULL,
 //	    expires_at timestamptz NOT NULL
 //	);

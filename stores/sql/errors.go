@@ -96,8 +96,13 @@ func raceOnCreate(err error) bool {
 // connection lost or cut by the context after the statement was sent). An
 // error reply means the statement was rolled back (every statement is
 // atomic); a failure to connect, or database/sql's ErrBadConn (which a
-// driver returns only when it sent nothing), means it was never sent.
+// driver returns only when it sent nothing), or a failed preparation,
+// means it was never sent.
 func mayHaveApplied(err error) bool {
+	var ns notSent
+	if errors.As(err, &ns) {
+		return false
+	}
 	if _, _, ok := serverError(err); ok {
 		return false
 	}

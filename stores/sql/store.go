@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -163,7 +164,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		return false, 0, err
 	}
 	if err := ctx.Err(); err != nil { // nothing sent: nothing to undo
-		return false, 0, fmt.Errorf("sqlstore: acquire %s: %w", key, err)
+		return false, 0, fmt.Errorf("sqlstore: acquire %q: %w", key, err)
 	}
 	sent := time.Now()
 	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced)
@@ -171,7 +172,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		if mayHaveApplied(err) && !s.noUndo {
 			s.undos.undo(ctx, key, token, ttl, sent)
 		}
-		return false, 0, s.fail(ctx, "acquire "+key, err)
+		return false, 0, s.fail(ctx, "acquire "+strconv.Quote(key), err)
 	}
 	if !fenced {
 		fence = 0
@@ -184,7 +185,7 @@ func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	switch s.dialect {
 	case PostgreSQL:
 		var fence int64
-		err := s.queryRow(ctx, s.q.acquire, key, token, us, fenced).Scan(&fence)
+		err := s.queryRow(ctx, s.q.acquire, []byte(key), token, us, fenced).Scan(&fence)
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, 0, nil
 		}
@@ -211,7 +212,7 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 	var err error
 	switch s.dialect {
 	case PostgreSQL:
-		err = s.queryRow(ctx, s.q.release, key, token).Scan(&ok)
+		err = s.queryRow(ctx, s.q.release, []byte(key), token).Scan(&ok)
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, nil
 		}
@@ -224,7 +225,7 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 		}
 	}
 	if err != nil {
-		return false, s.fail(ctx, "release "+key, err)
+		return false, s.fail(ctx, "release "+strconv.Quote(key), err)
 	}
 	return ok, nil
 }
@@ -242,7 +243,7 @@ func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration
 	var err error
 	switch s.dialect {
 	case PostgreSQL:
-		err = s.queryRow(ctx, s.q.extend, key, token, us, fenced).Scan(&fence)
+		err = s.queryRow(ctx, s.q.extend, []byte(key), token, us, fenced).Scan(&fence)
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, 0, nil
 		}
@@ -258,7 +259,7 @@ func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration
 		}
 	}
 	if err != nil {
-		return false, 0, s.fail(ctx, "extend "+key, err)
+		return false, 0, s.fail(ctx, "extend "+strconv.Quote(key), err)
 	}
 	if !ok || !fenced {
 		fence = 0
@@ -351,7 +352,7 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result
 	if s.stmts != nil {
 		stmt, err := s.stmts.get(ctx, query)
 		if err != nil {
-			return nil, err
+			return nil, notSent{err}
 		}
 		if stmt != nil {
 			return stmt.ExecContext(ctx, args...)
@@ -359,6 +360,12 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result
 	}
 	return s.db.ExecContext(ctx, query, args...)
 }
+
+// notSent wraps the error of a statement that was not sent: its
+// preparation failed.
+type notSent struct{ error }
+
+func (e notSent) Unwrap() error { return e.error }
 
 // stmtCache prepares each statement once for the *sql.DB, which prepares it
 // again on each connection it runs on: after that, a call is one round

@@ -354,7 +354,7 @@ func TestExpiryByDatabaseClock(t *testing.T) {
 		for i, args := range sent {
 			for _, arg := range args {
 				switch v := arg.(type) {
-				case string, bool:
+				case string, []byte, bool:
 				case int64:
 					if v != ttl.Microseconds() {
 						t.Errorf("statement %d sent the number %d; want only the TTL in µs (%d)", i, v, ttl.Microseconds())
@@ -483,6 +483,31 @@ func TestFencesAcrossLockers(t *testing.T) {
 		}
 		if n := o.Overlaps(); n > 0 {
 			t.Fatalf("%d critical sections overlapped", n)
+		}
+	})
+}
+
+// TestBinaryKeys: a key may hold any byte (a lock name taken from a request
+// need not be valid UTF-8), and keys that differ in one byte are different
+// locks.
+func TestBinaryKeys(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		s := newStore(t, b.open(t, b.addr(), ""))
+		ctx := call(t)
+		base := key(t)
+		keys := []string{base, base + "\x00", base + "\x00\xff", base + "\xfe\xff", base + " "}
+		toks := make([]string, len(keys))
+		for i, k := range keys {
+			toks[i] = token()
+			mustAcquire(t, s, k, toks[i], time.Minute, true)
+		}
+		for i, k := range keys {
+			if free(t, s, k) {
+				t.Errorf("key %q is free while held", k)
+			}
+			if ok, err := s.Release(ctx, k, toks[i]); !ok || err != nil {
+				t.Errorf("Release(%q): %v, %v", k, ok, err)
+			}
 		}
 	})
 }

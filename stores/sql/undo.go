@@ -102,9 +102,9 @@ func (s *Store) free(ctx context.Context, key, token string) (bool, error) {
 	var err error
 	if s.dialect == PostgreSQL {
 		if s.trace != nil {
-			s.trace(s.q.undo, []any{key, token})
+			s.trace(s.q.undo, []any{[]byte(key), token})
 		}
-		res, err = s.db.ExecContext(ctx, s.q.undo, key, token)
+		res, err = s.db.ExecContext(ctx, s.q.undo, []byte(key), token)
 	} else {
 		res, err = s.exec(ctx, s.q.undo, key, token)
 	}

@@ -8,12 +8,13 @@
 -- nextval across all sessions, which strictly increasing fences need.
 CREATE SEQUENCE IF NOT EXISTS reqlock_locks_fence CACHE 1;
 
--- One row per held lock: its key, the token of its holder and when it
--- expires by the database's clock. A release deletes the row; a lock whose
--- holder never released it stays until the next acquire of its key takes
--- it over, or Store.Purge deletes it.
+-- One row per held lock: its key (bytes: a key may hold any byte, which
+-- text may not), the token of its holder and when it expires by the
+-- database's clock. A release deletes the row; a lock whose holder never
+-- released it stays until the next acquire of its key takes it over, or
+-- Store.Purge deletes it.
 CREATE TABLE IF NOT EXISTS reqlock_locks (
-    name       text        NOT NULL PRIMARY KEY,
+    name       bytea       NOT NULL PRIMARY KEY,
     token      text        NOT NULL,
     expires_at timestamptz NOT NULL
 );
