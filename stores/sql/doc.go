@@ -9,10 +9,13 @@
 //	err = store.CreateTable(ctx) // once at start-up, or run store.Migration() as a migration
 //	locker := core.NewWithStore(store, core.WithTTL(10*time.Second), core.WithFencing())
 //
-// The application brings the driver: github.com/jackc/pgx/v5/stdlib (or
-// github.com/lib/pq) for PostgreSQL, github.com/go-sql-driver/mysql for
-// MySQL and MariaDB. New tells the dialect from these drivers; with another
-// one, or a driver wrapped by a tracing package, pass WithDialect.
+// The application brings the driver: github.com/jackc/pgx/v5/stdlib for
+// PostgreSQL, github.com/go-sql-driver/mysql for MySQL and MariaDB (the
+// drivers the tests use). New tells the dialect from these drivers and from
+// github.com/lib/pq; with another one, or a driver wrapped by a tracing
+// package, pass WithDialect. On MySQL the driver must report the insert id
+// of the server's OK packet as Result.LastInsertId (go-sql-driver/mysql
+// does).
 //
 // # The table
 //
@@ -30,7 +33,8 @@
 //	    expires_at timestamptz NOT NULL
 //	);
 //
-// On MySQL (8.0 or later) and MariaDB (10.3 or later):
+// On MySQL (8.0 or later) and MariaDB (10.3 or later; the tests run on
+// MariaDB 10.11):
 //
 //	CREATE TABLE IF NOT EXISTS reqlock_locks (
 //	    name       VARBINARY(1024) NOT NULL,

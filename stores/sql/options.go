@@ -13,10 +13,11 @@ import (
 type Dialect int
 
 const (
-	// PostgreSQL is PostgreSQL 9.5 or later (INSERT ... ON CONFLICT), and
-	// databases that speak its SQL and protocol the same way.
+	// PostgreSQL is PostgreSQL 9.5 or later (INSERT ... ON CONFLICT; the
+	// tests run on PostgreSQL 15).
 	PostgreSQL Dialect = iota + 1
-	// MySQL is MySQL 5.7 or later and MariaDB 10.2 or later, with InnoDB.
+	// MySQL is MySQL 8.0 or later and MariaDB 10.3 or later, with InnoDB
+	// (the tests run on MariaDB 10.11).
 	MySQL
 )
 

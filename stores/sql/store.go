@@ -13,9 +13,9 @@ import (
 )
 
 // MaxKeyLen is the longest key the store accepts, in bytes (the width of
-// the table's key column on MySQL). A Locker's keys are its prefix and a
-// name of at most 135 bytes (core.MaxNameLen, or a hash of a longer name),
-// well below it with any reasonable prefix.
+// the table's key column on MySQL). A Locker's key is its prefix and at most
+// 130 bytes more (a name of up to core.MaxNameLen bytes, or the hash of a
+// longer one, in braces): well below it with any reasonable prefix.
 const MaxKeyLen = 1024
 
 // maxTokenLen is the width of the token column on MySQL; a Locker's tokens
@@ -274,11 +274,12 @@ func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration
 // table from growing with keys that are not used again (a lock whose holder
 // died, and on MySQL every key that was ever locked).
 //
-// On MySQL, olderThan counts as at least MinPurgeAge: a key's next fence is
-// drawn above its last one while its row lives, and above the fences of a
-// purged row from the database's clock, which a statement that stalled for
-// longer than the purge's age could read before a fence drawn since.
-// On PostgreSQL fences come from a sequence and olderThan may be 0.
+// On MySQL, olderThan counts as at least MinPurgeAge. A purged row takes
+// the last fence of its key with it, and the key's next fence is then drawn
+// from the database's clock: above the purged fence, unless an acquire read
+// the clock before that fence was drawn and then stalled for longer than
+// the purge's age before writing its row, which a minute rules out. On
+// PostgreSQL fences come from a sequence and olderThan may be 0.
 func (s *Store) Purge(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("sqlstore: Purge: olderThan %v is negative", olderThan)
