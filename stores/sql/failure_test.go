@@ -100,9 +100,9 @@ func TestLostAnswerIsUndone(t *testing.T) {
 				t.Fatal(ok, err)
 			}
 
-			// The statement reaches the database after 200 ms; its answer
-			// would come back 200 ms later, after the deadline.
-			const delay = 200 * time.Millisecond
+			// The statement reaches the database after 400 ms; its answer
+			// would come back 400 ms later, 200 ms after the deadline.
+			const delay = 400 * time.Millisecond
 			proxy.SetDelay(delay)
 			ctx, cancel := context.WithTimeout(context.Background(), delay*3/2)
 			k, tok := key(t), token()
