@@ -63,6 +63,12 @@
 //     (see fencing below).
 //   - Extend sets a new expiry under the same condition.
 //
+// A statement that the database rolls back for a conflict with a concurrent
+// one (PostgreSQL's serialization failure, where the database's default
+// isolation level is REPEATABLE READ or SERIALIZABLE; a deadlock) is run
+// again, a few times at most: it answers the same question once the other
+// has committed.
+//
 // Expiry is judged by the database's clock, never the client's: the
 // statements carry the TTL as a number of microseconds and compute the
 // expiry with clock_timestamp() on PostgreSQL (now() would be the start of

@@ -30,14 +30,17 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 
 // The SQLSTATE codes and MySQL error numbers the store tells apart.
 const (
-	pgUndefinedTable   = "42P01" // a table or sequence that does not exist
-	pgUniqueViolation  = "23505" // concurrent CREATE ... IF NOT EXISTS
-	pgDuplicateTable   = "42P07"
-	pgDuplicateObject  = "42710"
-	mysqlNoSuchTable   = 1146 // ER_NO_SUCH_TABLE, SQLSTATE 42S02
-	mysqlStateNoTable  = "42S02"
-	mysqlTableExists   = 1050 // ER_TABLE_EXISTS_ERROR
-	mysqlStateConflict = "42S01"
+	pgUndefinedTable       = "42P01" // a table or sequence that does not exist
+	pgUniqueViolation      = "23505" // concurrent CREATE ... IF NOT EXISTS
+	pgDuplicateTable       = "42P07"
+	pgDuplicateObject      = "42710"
+	pgSerializationFailure = "40001"
+	pgDeadlock             = "40P01"
+	mysqlDeadlock          = 1213 // ER_LOCK_DEADLOCK
+	mysqlNoSuchTable       = 1146 // ER_NO_SUCH_TABLE, SQLSTATE 42S02
+	mysqlStateNoTable      = "42S02"
+	mysqlTableExists       = 1050 // ER_TABLE_EXISTS_ERROR
+	mysqlStateConflict     = "42S01"
 )
 
 // serverError describes an error reply of the database: its SQLSTATE and,
@@ -74,6 +77,20 @@ func serverError(err error) (state string, number int, ok bool) {
 		return state, int(num.Uint()), true
 	}
 	return "", 0, false
+}
+
+// retryable reports an error of a statement that the database rolled back
+// for a conflict with a concurrent statement, which running it again
+// settles: PostgreSQL's serialization failure (an upsert racing another for
+// the same row under REPEATABLE READ or SERIALIZABLE, which a database may
+// set as the default) and deadlocks (InnoDB's, between concurrent upserts of
+// a new key).
+func retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	state, number, ok := serverError(err)
+	return ok && (state == pgSerializationFailure || state == pgDeadlock || number == mysqlDeadlock)
 }
 
 // undefinedTable reports the database's answer that the table (or the

@@ -50,6 +50,17 @@ func TestServerErrors(t *testing.T) {
 			t.Errorf("mayHaveApplied(%v) = %v; want %v", c.err, got, c.applied)
 		}
 	}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false}, {&pgError{"40001"}, true}, {&pgError{"40P01"}, true}, {&myError{Number: 1213}, true},
+		{&pgError{"42P01"}, false}, {&myError{Number: 1146}, false}, {context.DeadlineExceeded, false},
+	} {
+		if got := retryable(c.err); got != c.want {
+			t.Errorf("retryable(%v) = %v; want %v", c.err, got, c.want)
+		}
+	}
 	if !raceOnCreate(&pgError{"23505"}) || !raceOnCreate(&myError{Number: 1050}) || raceOnCreate(&pgError{"42P01"}) {
 		t.Error("raceOnCreate: wrong answer")
 	}

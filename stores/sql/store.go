@@ -185,7 +185,7 @@ func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	switch s.dialect {
 	case PostgreSQL:
 		var fence int64
-		err := s.queryRow(ctx, s.q.acquire, []byte(key), token, us, fenced).Scan(&fence)
+		err := s.queryOne(ctx, &fence, s.q.acquire, []byte(key), token, us, fenced)
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, 0, nil
 		}
@@ -212,7 +212,7 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 	var err error
 	switch s.dialect {
 	case PostgreSQL:
-		err = s.queryRow(ctx, s.q.release, []byte(key), token).Scan(&ok)
+		err = s.queryOne(ctx, &ok, s.q.release, []byte(key), token)
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, nil
 		}
@@ -243,7 +243,7 @@ func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration
 	var err error
 	switch s.dialect {
 	case PostgreSQL:
-		err = s.queryRow(ctx, s.q.extend, []byte(key), token, us, fenced).Scan(&fence)
+		err = s.queryOne(ctx, &fence, s.q.extend, []byte(key), token, us, fenced)
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, 0, nil
 		}
@@ -337,19 +337,38 @@ func micros(ttl time.Duration) int64 {
 	return int64((ttl + time.Microsecond - 1) / time.Microsecond)
 }
 
-// queryRow runs a statement that returns at most one row.
-func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	if s.trace != nil {
-		s.trace(query, args)
+// maxTries bounds the runs of a statement that the database rolled back
+// for a conflict with a concurrent one (see retryable).
+const maxTries = 5
+
+// queryOne runs a statement that returns at most one row and scans it into
+// dest (sql.ErrNoRows: none).
+func (s *Store) queryOne(ctx context.Context, dest any, query string, args ...any) error {
+	for try := 1; ; try++ {
+		if s.trace != nil {
+			s.trace(query, args)
+		}
+		err := s.db.QueryRowContext(ctx, query, args...).Scan(dest)
+		if try == maxTries || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
 	}
-	return s.db.QueryRowContext(ctx, query, args...)
 }
 
 // exec runs a statement, prepared once per connection on MySQL.
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if s.trace != nil {
-		s.trace(query, args)
+	for try := 1; ; try++ {
+		if s.trace != nil {
+			s.trace(query, args)
+		}
+		res, err := s.exec1(ctx, query, args)
+		if try == maxTries || !retryable(err) || ctx.Err() != nil {
+			return res, err
+		}
 	}
+}
+
+func (s *Store) exec1(ctx context.Context, query string, args []any) (sql.Result, error) {
 	if s.stmts != nil {
 		stmt, err := s.stmts.get(ctx, query)
 		if err != nil {

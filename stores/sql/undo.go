@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"sync"
 	"time"
 
@@ -98,16 +97,11 @@ func (q *undos) undo(ctx context.Context, key, token string, ttl time.Duration, 
 
 // free runs the undo query: it frees key if token holds it, expired or not.
 func (s *Store) free(ctx context.Context, key, token string) (bool, error) {
-	var res sql.Result
-	var err error
+	var k any = key
 	if s.dialect == PostgreSQL {
-		if s.trace != nil {
-			s.trace(s.q.undo, []any{[]byte(key), token})
-		}
-		res, err = s.db.ExecContext(ctx, s.q.undo, []byte(key), token)
-	} else {
-		res, err = s.exec(ctx, s.q.undo, key, token)
+		k = []byte(key) // bytea
 	}
+	res, err := s.exec(ctx, s.q.undo, k, token)
 	if err != nil {
 		return false, err
 	}
