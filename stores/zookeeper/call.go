@@ -71,18 +71,12 @@ func both[A, B any](ctx context.Context, f func() (A, error), g func() (B, error
 // mayHaveApplied reports whether a call that failed with err may still have
 // been applied by the server: its reply was lost (the connection closed
 // after it was sent) or it was cut short by its context. A request that was
-// never sent (ErrNoServer), or whose session had expired, was not: the
-// server deletes an expired session's ephemeral nodes.
+// never sent (ErrNoServer), or whose session had expired or was closed
+// (ErrSessionExpired, ErrClosing), left nothing behind: the server deletes
+// the ephemeral nodes of a session that ends.
 func mayHaveApplied(err error) bool {
-	switch {
-	case err == nil:
-		return false
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return true
-	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrClosing):
-		return true
-	}
-	return false
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, zk.ErrConnectionClosed)
 }
 
 // wrap prefixes a store error with the package and the operation; nil stays

@@ -99,7 +99,7 @@ type nodeKey struct{ key, token string }
 // Extend and Release take one round trip.
 type node struct {
 	path    string
-	session int64 // the ZooKeeper session that owns the (ephemeral) node
+	session int64 // the session of this store's connection that owns the node; 0: unknown
 	version int32 // its data version after the last write
 	mtime   int64 // the server's time of the last write, in ms
 	ttl     int64 // the TTL written then, in ms
@@ -440,7 +440,7 @@ func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration
 // renew is Extend on the node n the store knows.
 func (s *Store) renew(ctx context.Context, key, token string, n node, ttl time.Duration, fenced bool) (bool, int64, error) {
 	for try := 0; ; try++ {
-		if n.session != s.conn.SessionID() { // its session has ended, and the node with it
+		if n.session != 0 && n.session != s.conn.SessionID() { // its session has ended, and the node with it
 			s.forget(key, token)
 			return false, 0, nil
 		}
@@ -492,7 +492,7 @@ func (s *Store) read(ctx context.Context, n node) (node, error) {
 	if !ok {
 		return n, fmt.Errorf("node %s holds no TTL", n.path)
 	}
-	n.version, n.mtime, n.ttl, n.session = got.stat.Version, got.stat.Mtime, ms, got.stat.EphemeralOwner
+	n.version, n.mtime, n.ttl = got.stat.Version, got.stat.Mtime, ms
 	return n, nil
 }
 
@@ -554,7 +554,7 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 // release is Release of the node n the store knows.
 func (s *Store) release(ctx context.Context, key, token string, n node) (bool, error) {
 	for try := 0; ; try++ {
-		if n.session != s.conn.SessionID() {
+		if n.session != 0 && n.session != s.conn.SessionID() {
 			s.forget(key, token)
 			return false, nil
 		}
