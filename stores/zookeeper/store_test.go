@@ -323,8 +323,10 @@ func TestFailedAttemptIsUndone(t *testing.T) {
 	leakCheck(t)
 	proxy := redistest.NewProxy(t, shared.Addr())
 	slow := newStore(t, dial(t, proxy.Addr(), 0))
-	other := newStore(t, dial(t, "", 0))
+	oconn := dial(t, "", 0)
+	other := newStore(t, oconn)
 	key := uniq(t)
+	mustAcquire(t, other, key, "first", time.Minute, false) // the key's parent node exists
 	proxy.SetDelay(100 * time.Millisecond)
 	c, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -332,7 +334,21 @@ func TestFailedAttemptIsUndone(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("TryAcquire cut by its context: %v; want context.DeadlineExceeded", err)
 	}
+	// The create arrives late (the proxy delays it), and its node with it;
+	// the clean-up's delete cannot arrive before a round trip later.
+	dir := "/reqlock/" + strings.ReplaceAll(key, "#", "%23")
+	eventually(t, 5*time.Second, "the late create's node never appeared", func() bool {
+		for _, name := range children(t, oconn, dir) {
+			if strings.HasPrefix(name, "l-late-") {
+				return true
+			}
+		}
+		return false
+	})
 	proxy.SetDelay(0)
+	if ok, err := other.Release(ctx(t), key, "first"); !ok || err != nil {
+		t.Fatalf("Release: %v, %v", ok, err)
+	}
 	eventually(t, 10*time.Second, "the key was still held by the failed attempt", func() bool {
 		ok, _, err := other.TryAcquire(ctx(t), key, "next", time.Minute, false)
 		if err != nil {
