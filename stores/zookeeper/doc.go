@@ -32,8 +32,9 @@
 // its own, just created node, and deletes a dead node ahead of it with the
 // version it read, so that a node extended meanwhile is never deleted.
 // Extend is a SetData guarded by the node's version, which moves its
-// mtime; Release a SetData and a Delete in one multi-operation, whose
-// reply tells whether the lock had expired.
+// mtime; Release deletes the node (guarded by its version) and sets the
+// data of the key's parent node in one multi-operation, whose reply
+// carries the server's time and so tells whether the lock had expired.
 //
 // ZooKeeper's own liveness applies too, as in Curator: when the holder's
 // session expires (its client was cut off from the ensemble for longer

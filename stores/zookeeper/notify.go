@@ -114,6 +114,7 @@ func (s *Store) watch(key string, w *keyWatch) {
 	defer linger.Stop()
 	var expiry <-chan time.Time
 	var expiryTimer *time.Timer
+	recheck := true // read the holder seen before first
 	defer func() {
 		if expiryTimer != nil {
 			expiryTimer.Stop()
@@ -142,16 +143,24 @@ func (s *Store) watch(key string, w *keyWatch) {
 		case <-retry.C:
 		case ev := <-st.event:
 			st.event = nil
-			if ev.Type == zk.EventNotWatching { // the session expired, or the connection closed
+			switch ev.Type {
+			case zk.EventNotWatching: // the session expired, or the connection closed
 				retry.Reset(undoInterval)
 				continue
+			case zk.EventNodeDeleted:
+				recheck = false // gone: no need to read it again
 			}
 		case <-expiry:
 			expiry = nil
 			s.notify(w)
 			continue // the node stays until someone deletes it: keep watching it
 		}
-		next, err := s.look(dir, st.holder)
+		held := st.holder
+		if !recheck {
+			held = ""
+		}
+		recheck = true
+		next, err := s.look(dir, held)
 		if err != nil {
 			retry.Reset(undoInterval)
 			continue

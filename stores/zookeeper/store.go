@@ -103,6 +103,12 @@ type node struct {
 	version int32 // its data version after the last write
 	mtime   int64 // the server's time of the last write, in ms
 	ttl     int64 // the TTL written then, in ms
+	held    bool  // the node was the lowest at the last look: it holds the lock
+
+	// A queue entry's (Enqueue), for Grants:
+	sent   time.Time     // when its last write was sent, by this process's clock
+	want   time.Duration // the TTL its waiter asked for
+	fenced bool          // whether its waiter asked for a fence
 }
 
 // deadline returns the server's time after which n is dead.
@@ -187,7 +193,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	if err := checkTTL(ttl); err != nil {
 		return false, 0, err
 	}
-	if n, ok := s.lookup(key, token); ok {
+	if n, ok := s.lookup(key, token); ok && n.held {
 		ok, fence, err := s.renew(ctx, key, token, n, ttl, fenced)
 		if err != nil || ok {
 			return ok, fence, wrap("acquire", key, err)
@@ -212,13 +218,13 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	case err != nil:
 		s.undo(dir, token, p, nil, session, ttl, sent)
 		return false, 0, wrap("acquire", key, err)
-	case v.state == held:
-		s.remember(key, token, node{path: p, session: v.own.EphemeralOwner, version: v.own.Version, mtime: v.own.Mtime, ttl: ttlMillis(ttl)})
+	case v.state == lowest:
+		s.remember(key, token, node{path: p, session: v.own.EphemeralOwner, version: v.own.Version, mtime: v.own.Mtime, ttl: ttlMillis(ttl), held: true})
 		if !fenced {
 			return true, 0, nil
 		}
 		return true, v.fence, nil
-	case v.state == gone:
+	case v.state == vanished:
 		return false, 0, wrap("acquire", key, errGone)
 	case v.state == twin:
 		// A node of this token was there already (a re-sent attempt whose
@@ -226,7 +232,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		s.drop(ctx, dir, token, p, session, ttl, sent)
 		ok, fence, err := s.adopt(ctx, key, token, v.twin, ttl, fenced)
 		return ok, fence, wrap("acquire", key, err)
-	default: // busy
+	default: // ahead: busy
 		s.drop(ctx, dir, token, p, session, ttl, sent)
 		return false, 0, nil
 	}
@@ -300,16 +306,16 @@ func (s *Store) makeDir(ctx context.Context, dir string) error {
 
 // Verdicts of settle.
 const (
-	busy = iota // a live node is ahead
-	held        // the node is the lowest: it holds the lock
-	gone        // the node is not there any more
-	twin        // an older node of the same token is ahead
+	ahead    = iota // a live node is ahead
+	lowest          // the node is the lowest: it holds the lock
+	vanished        // the node is not there any more
+	twin            // an older node of the same token is ahead
 )
 
 // verdict is what settle found.
 type verdict struct {
 	state int
-	fence int64    // held: the parent's pzxid in the listing that showed it lowest
+	fence int64    // lowest: the parent's pzxid in the listing that showed it lowest
 	own   *zk.Stat // the node's stat, when settle read it
 	twin  string   // twin: the older node's path
 }
@@ -344,7 +350,7 @@ func (s *Store) settle(ctx context.Context, dir, p, token string, now int64) (ve
 			}
 			if err == nil {
 				if !ok {
-					return verdict{state: gone}, nil
+					return verdict{state: vanished}, nil
 				}
 				v.own, now = own, own.Mtime
 			}
@@ -355,20 +361,20 @@ func (s *Store) settle(ctx context.Context, dir, p, token string, now int64) (ve
 		}
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
-			return verdict{state: gone}, nil
+			return verdict{state: vanished}, nil
 		case err != nil:
 			return v, err
 		}
 		children := sortChildren(names)
 		i := find(children, name)
 		if i < 0 {
-			return verdict{state: gone}, nil
+			return verdict{state: vanished}, nil
 		}
 		if j := findToken(children[:i], etoken); j >= 0 {
 			return verdict{state: twin, twin: dir + "/" + children[j].name}, nil
 		}
 		if i == 0 {
-			v.state, v.fence = held, pst.Pzxid
+			v.state, v.fence = lowest, pst.Pzxid
 			return v, nil
 		}
 		for _, c := range children[:i] {
@@ -380,12 +386,12 @@ func (s *Store) settle(ctx context.Context, dir, p, token string, now int64) (ve
 			case err != nil:
 				return v, err
 			case !expired(got.stat.Mtime, got.data, now):
-				return verdict{state: busy, own: v.own}, nil
+				return verdict{state: ahead, own: v.own}, nil
 			}
 			err = s.delete(ctx, cp, got.stat.Version)
 			switch {
 			case errors.Is(err, zk.ErrBadVersion):
-				return verdict{state: busy, own: v.own}, nil // extended meanwhile
+				return verdict{state: ahead, own: v.own}, nil // extended meanwhile
 			case err != nil && !errors.Is(err, zk.ErrNoNode):
 				return v, err
 			}
@@ -427,7 +433,7 @@ func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration
 		return false, 0, err
 	}
 	n, ok := s.lookup(key, token)
-	if !ok {
+	if !ok || !n.held {
 		var err error
 		if n, ok, err = s.locate(ctx, key, token); err != nil || !ok {
 			return false, 0, wrap("extend", key, err)
@@ -513,7 +519,7 @@ func (s *Store) locate(ctx context.Context, key, token string) (node, bool, erro
 	if len(children) == 0 || children[0].token != escape(token) {
 		return node{}, false, nil
 	}
-	n, err := s.read(ctx, node{path: dir + "/" + children[0].name})
+	n, err := s.read(ctx, node{path: dir + "/" + children[0].name, held: true})
 	if errors.Is(err, zk.ErrNoNode) {
 		return node{}, false, nil
 	}
@@ -531,17 +537,17 @@ func (s *Store) adopt(ctx context.Context, key, token, p string, ttl time.Durati
 }
 
 // Release deletes the lock's node if it holds token: one multi-operation
-// that sets the node's data and deletes it, both guarded by the version of
-// the store's last write. The SetData's reply carries the server's time of
-// the release: past the node's deadline, the lock had expired and Release
-// reports false (the node is deleted all the same). A node of an expired
-// session is gone: Release reports false.
+// that deletes the node, guarded by the version of the store's last write,
+// and sets the data of the key's parent node, whose reply carries the
+// server's time of the release: past the node's deadline, the lock had
+// expired and Release reports false (the node is deleted all the same). A
+// node of an expired session is gone: Release reports false.
 //
 // The deletion wakes the watchers of the key (Watch) and the waiter right
 // behind the node (Grants) through ZooKeeper's watches.
 func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 	n, ok := s.lookup(key, token)
-	if !ok {
+	if !ok || !n.held {
 		var err error
 		if n, ok, err = s.locate(ctx, key, token); err != nil || !ok {
 			return false, wrap("release", key, err)
@@ -560,8 +566,8 @@ func (s *Store) release(ctx context.Context, key, token string, n node) (bool, e
 		}
 		res, err := call(ctx, func() ([]zk.MultiResponse, error) {
 			return s.conn.Multi(
-				&zk.SetDataRequest{Path: n.path, Data: encodeTTL(time.Duration(n.ttl) * time.Millisecond), Version: n.version},
-				&zk.DeleteRequest{Path: n.path, Version: n.version + 1},
+				&zk.DeleteRequest{Path: n.path, Version: n.version},
+				&zk.SetDataRequest{Path: path.Dir(n.path), Data: nil, Version: -1},
 			)
 		})
 		switch {
@@ -581,10 +587,10 @@ func (s *Store) release(ctx context.Context, key, token string, n node) (bool, e
 			return false, err
 		}
 		s.forget(key, token)
-		if len(res) == 0 || res[0].Stat == nil {
+		if len(res) != 2 || res[1].Stat == nil {
 			return false, errors.New("multi-operation without a reply")
 		}
-		return res[0].Stat.Mtime <= n.deadline(), nil
+		return res[1].Stat.Mtime <= n.deadline(), nil
 	}
 }
 
