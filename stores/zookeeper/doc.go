@@ -45,6 +45,18 @@
 // timeout well above the watchdog's interval, and use fencing where a
 // second holder must be refused by the resource itself.
 //
+// # The fair queue
+//
+// The store is a core.Queuer, for core.WithFair: the children of a key's
+// parent node are a queue in arrival order already. A waiter keeps its
+// node between polls (Enqueue) and renews it at each; its node's TTL is
+// its patience, so that a waiter that stops polling is dead after its
+// patience and the contender behind it deletes its node. A release
+// deletes the holder's node; ZooKeeper tells the waiter right behind it,
+// which watches only that node (no herd), and Grants hands it the lock:
+// one listing after the watch fires. A waiter that gives up deletes its
+// node (Dequeue), which passes a lock granted to it meanwhile on.
+//
 // # Fencing
 //
 // Fences are ZooKeeper transaction ids (zxids), which increase across the
@@ -62,7 +74,9 @@
 // more. An attempt that finds the key busy takes four (create, list, read
 // the holder, delete its own node), and leaves nothing behind. Watch (push
 // wake-ups for core.WithNotify) sets one data watch on the holder's node
-// per key and process.
+// per key and process. A queued waiter's poll takes two round trips (renew
+// and list, pipelined; read the lowest node), a grant one after the
+// release's watch event, and a waiter's Dequeue one.
 //
 // # Limits
 //

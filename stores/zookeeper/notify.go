@@ -182,7 +182,7 @@ func (s *Store) watch(key string, w *keyWatch) {
 
 // look finds the holder of the key under dir and sets a watch: a data
 // watch on the holder's node, or a watch on the list of children when there
-// is none (on the parent's existence when it is missing). held is the
+// is none (on the parent's creation when it is missing). held is the
 // holder seen before, whose node is read first, alone: if it is still
 // there, one round trip re-arms the watch after an Extend.
 func (s *Store) look(dir, held string) (watchState, error) {
@@ -199,6 +199,11 @@ func (s *Store) look(dir, held string) (watchState, error) {
 			return watched{names: names, event: ev}, err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
+			// Nobody holds the key: watch for its parent's creation. (Such
+			// a watch stays set in the connection until the parent is
+			// made, even after this goroutine has ended: rare, as a waiter
+			// watches a key it found held a moment ago, and ZooKeeper
+			// deletes an empty parent only after a while.)
 			got, err := call(ctx, func() (watched, error) {
 				ok, _, ev, err := s.conn.ExistsW(dir)
 				return watched{ok: ok, event: ev}, err

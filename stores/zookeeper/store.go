@@ -16,7 +16,7 @@ import (
 )
 
 // Store keeps reqlock's locks in ZooKeeper. It implements core.Store,
-// core.Notifier and io.Closer; build it with New.
+// core.Notifier, core.Queuer and io.Closer; build it with New.
 type Store struct {
 	conn   *zk.Conn
 	root   string // "" for "/"
@@ -121,13 +121,14 @@ func (s *Store) remember(key, token string, n node) {
 	s.nodes[nodeKey{key, token}] = n
 }
 
-// update records n if the store still remembers a node for key and token
-// (a Release may have forgotten it meanwhile).
-func (s *Store) update(key, token string, n node) {
+// markHeld records that the node at p, of key's lock for token, holds the
+// lock.
+func (s *Store) markHeld(key, token, p string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := nodeKey{key, token}
-	if old, ok := s.nodes[k]; ok && old.path == n.path {
+	if n, ok := s.nodes[k]; ok && n.path == p {
+		n.held = true
 		s.nodes[k] = n
 	}
 }
@@ -210,7 +211,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		}
 		return false, 0, wrap("acquire", key, err)
 	}
-	v, err := s.settle(ctx, dir, p, token, 0)
+	v, err := s.settle(ctx, dir, p, token, 0, nil)
 	if err == nil && v.own != nil {
 		s.learnSkew(v.own.Ctime, sent)
 	}
@@ -327,8 +328,9 @@ type verdict struct {
 // is dead once now is past its mtime plus its TTL; settle deletes it with
 // the version it read, so that it never deletes a node that was extended
 // meanwhile, and lists the children again. Each round deletes a node or
-// ends, so settle ends.
-func (s *Store) settle(ctx context.Context, dir, p, token string, now int64) (verdict, error) {
+// ends, so settle ends. first, if not nil, is a listing read after the
+// node's last write, used for the first round.
+func (s *Store) settle(ctx context.Context, dir, p, token string, now int64, first *listing) (verdict, error) {
 	var v verdict
 	name := path.Base(p)
 	etoken := escape(token)
@@ -336,7 +338,9 @@ func (s *Store) settle(ctx context.Context, dir, p, token string, now int64) (ve
 		var names []string
 		var pst *zk.Stat
 		var err error
-		if now == 0 {
+		if first != nil {
+			names, pst, first = first.names, first.stat, nil
+		} else if now == 0 {
 			var ok bool
 			var own *zk.Stat
 			var oerr error
