@@ -161,8 +161,8 @@ func (s *Store) Dequeue(ctx context.Context, key, token string) error {
 // lowest it sends the grant: the fence is the listing's pzxid, the TTL
 // what is left of the waiter's patience since its last poll (at most the
 // TTL it asked for). With too little left it sends an empty Grant instead,
-// which asks the waiter to poll now. The goroutine ends with stop or once
-// it has sent.
+// which asks the waiter to poll now. The goroutine ends with stop, once it
+// has sent a grant, or once a poll found that the waiter holds the lock.
 func (s *Store) Grants(key, token string) (<-chan core.Grant, func()) {
 	c := make(chan core.Grant, 1)
 	s.mu.Lock()
@@ -234,8 +234,16 @@ func (s *Store) grants(ctx context.Context, key, token string, c chan<- core.Gra
 			continue
 		case i == 0:
 			cancel()
-			c <- s.grant(key, token, n, list.stat.Pzxid)
-			return
+			g := s.grant(key, token, n, list.stat.Pzxid)
+			select {
+			case c <- g:
+			default: // a poll request not yet taken
+			}
+			if g.OK {
+				return
+			}
+			retry.Reset(undoInterval) // the poll renews the node and takes the lock
+			continue
 		}
 		pred = dir + "/" + children[i-1].name
 		ev, ok, err := s.watchData(cctx, pred)
