@@ -226,7 +226,12 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		}
 		return true, v.fence, nil
 	case v.state == vanished:
-		return false, 0, wrap("acquire", key, errGone)
+		if s.conn.SessionID() != session {
+			return false, 0, wrap("acquire", key, errGone)
+		}
+		// A contender found the new node dead (a TTL shorter than the
+		// attempt's round trips) and deleted it: it holds the key now.
+		return false, 0, nil
 	case v.state == twin:
 		// A node of this token was there already (a re-sent attempt whose
 		// store forgot it): keep the older one, reset its TTL.
@@ -239,9 +244,9 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	}
 }
 
-// errGone reports a node that vanished while its attempt ran: its session
-// expired (ZooKeeper deleted its ephemeral nodes).
-var errGone = errors.New("the attempt's node vanished (session expired?)")
+// errGone reports a node that vanished while its attempt ran because its
+// session expired (ZooKeeper deleted its ephemeral nodes).
+var errGone = errors.New("the attempt's node vanished with its session")
 
 // drop deletes the node p of a failed attempt, or leaves it to a clean-up
 // in the background if it cannot within ctx.

@@ -486,3 +486,44 @@ func TestOverlapAcrossConnections(t *testing.T) {
 		t.Errorf("only %d holds in 3s", holds.Load())
 	}
 }
+
+// TestServerRestart: a lock outlives a restart of the ZooKeeper server
+// (its data directory kept) while its holder's session lives: the holder
+// extends it once its connection is back, another process still finds the
+// key held, and the fences drawn after the restart are higher than before.
+func TestServerRestart(t *testing.T) {
+	leakCheck(t)
+	srv := servers.StartZooKeeper(t)
+	const session = 30 * time.Second
+	holder := newStore(t, dial(t, srv.Addr(), session))
+	other := newStore(t, dial(t, srv.Addr(), session))
+	key := uniq(t)
+	before := mustAcquire(t, holder, key, "holder", time.Minute, true)
+	srv.Stop()
+	srv.Restart(t)
+	var fence int64
+	eventually(t, 20*time.Second, "the holder could not extend its lock after the restart", func() bool {
+		ok, f, err := holder.Extend(ctx(t), key, "holder", time.Minute, true)
+		if err == nil && !ok {
+			t.Fatal("the holder's lock was lost in the restart")
+		}
+		fence = f
+		return ok
+	})
+	if fence <= before {
+		t.Errorf("fence %d after the restart; want above %d", fence, before)
+	}
+	eventually(t, 20*time.Second, "the other process could not reach the restarted server", func() bool {
+		ok, _, err := other.TryAcquire(ctx(t), key, "other", time.Minute, true)
+		if ok {
+			t.Fatal("another process took the key held across the restart")
+		}
+		return err == nil
+	})
+	if ok, err := holder.Release(ctx(t), key, "holder"); err != nil || !ok {
+		t.Fatalf("Release: %v, %v", ok, err)
+	}
+	if next := mustAcquire(t, other, key, "other", time.Minute, true); next <= fence {
+		t.Errorf("fence %d of the next holder; want above %d", next, fence)
+	}
+}
