@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
 	"github.com/reqlock/reqlock/core"
@@ -408,6 +409,79 @@ func TestInteropSharedFenceCounter(t *testing.T) {
 		}
 		if ok, err := s.Release(ctx, key, "t"); err != nil || !ok {
 			t.Fatalf("draw %d: Release = %v, %v", i, ok, err)
+		}
+	}
+}
+
+// numSub returns the number of subscribers of channel.
+func numSub(t *testing.T, ctx context.Context, admin *redis.Client, channel string) int64 {
+	t.Helper()
+	n, err := admin.PubSubNumSub(ctx, channel).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n[channel]
+}
+
+// waitFor polls cond every 10ms for up to 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// When the subscription's connection is lost, the Store takes another and
+// subscribes again: releases wake the watcher again afterwards.
+func TestWatchResubscribesAfterAConnectionLoss(t *testing.T) {
+	leakCheck(t)
+	proxy := redistest.NewProxy(t, shared.Addr())
+	s := newStore(t, newClient(t, proxy.Addr()))
+	admin := shared.Client(t)
+	ctx := context.Background()
+	key := "resub:{" + uniq(t) + "}"
+	ch := redisscript.Channel(key)
+	c, stop := s.Watch(key)
+	defer stop()
+	waitFor(t, "the first subscription", func() bool { return numSub(t, ctx, admin, ch) == 1 })
+	proxy.Cut()
+	waitFor(t, "the subscription's end with its connection", func() bool { return numSub(t, ctx, admin, ch) == 0 })
+	proxy.Restore()
+	waitFor(t, "a new subscription", func() bool { return numSub(t, ctx, admin, ch) == 1 })
+	if err := admin.Publish(ctx, ch, "").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notice after the subscription was renewed")
+	}
+}
+
+// A channel stays subscribed for the linger after its last waiter left,
+// and no longer.
+func TestWatchLinger(t *testing.T) {
+	leakCheck(t)
+	admin := shared.Client(t)
+	ctx := context.Background()
+	for _, linger := range []time.Duration{0, time.Hour} {
+		s := newStore(t, newClient(t, shared.Addr()), rueidisstore.WithNotifyLinger(linger))
+		key := "linger:{" + uniq(t) + "}"
+		ch := redisscript.Channel(key)
+		_, stop := s.Watch(key)
+		waitFor(t, "the subscription", func() bool { return numSub(t, ctx, admin, ch) == 1 })
+		stop()
+		if linger == 0 {
+			waitFor(t, "the end of the subscription without a linger", func() bool { return numSub(t, ctx, admin, ch) == 0 })
+			continue
+		}
+		time.Sleep(200 * time.Millisecond)
+		if n := numSub(t, ctx, admin, ch); n != 1 {
+			t.Fatalf("a channel with a linger of an hour had %d subscribers 200ms after its last waiter left, want 1", n)
 		}
 	}
 }
