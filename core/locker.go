@@ -33,6 +33,7 @@ type Locker struct {
 	store  Store
 	owned  bool     // built by New or NewRedlock: Close closes the store
 	notify Notifier // WithNotify on a store that can push; nil otherwise
+	queuer Queuer   // WithFair; nil otherwise
 	// acquire and release are the Handler chain around take and unlock,
 	// composed once when the Locker is built.
 	acquire func(context.Context, *Request) error
@@ -94,12 +95,18 @@ func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, 
 	if r, ok := s.(*redlockStore); ok && err == nil {
 		err = r.check(&cfg)
 	}
+	if cfg.fair && err == nil {
+		err = checkFair(s)
+	}
 	l := &Locker{cfg: cfg, err: err, store: s, owned: owned}
 	if err != nil {
 		return l
 	}
 	if c, ok := s.(configurable); ok {
 		c.configure(&l.cfg)
+	}
+	if cfg.fair {
+		l.queuer = s.(Queuer)
 	}
 	if n, ok := s.(Notifier); ok && cfg.notify {
 		n.Announce()
@@ -376,6 +383,9 @@ func (l *Locker) takeOver(ctx context.Context, req *Request, prev *Lease) (*Leas
 // name, sleep a random time (or until a release notice) and try again, until
 // the wait budget runs out.
 func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
+	if l.queuer != nil {
+		return l.waitInLine(ctx, req)
+	}
 	var timer *time.Timer
 	var wake <-chan struct{} // WithNotify: the release notices of req.Key
 	stop := func() {}

@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,10 +32,16 @@ type notifier struct {
 }
 
 // waiter is one waiting Acquire: c receives a signal when the lock it waits
-// for may have been released.
+// for may have been released. A waiter of the fair queue (WithFair) has a
+// token instead, and grants receives its grant (a message "token fence
+// ttl" on the channel, see queue.lua) or a Grant with OK false when it
+// should poll at once: when its channel's subscription is (re)confirmed, a
+// grant may have been published before it.
 type waiter struct {
 	channel string
 	c       chan struct{}
+	token   string
+	grants  chan Grant
 }
 
 // C returns the waiter's signal channel; a nil waiter's never fires.
@@ -61,10 +69,19 @@ func newNotifier(clients []redis.UniversalClient, ioTimeout, linger time.Duratio
 // or the store is closed; the caller then relies on its sleep alone. c
 // receives the signals (capacity 1; one pending signal is enough).
 func (n *notifier) join(key string, c chan struct{}) *waiter {
+	return n.add(&waiter{channel: channelOf(key), c: c})
+}
+
+// joinQueue registers a waiter of the fair queue for token's grant of key;
+// g has capacity 1. Like join, it returns nil when the store is closed.
+func (n *notifier) joinQueue(key, token string, g chan Grant) *waiter {
+	return n.add(&waiter{channel: channelOf(key), token: token, grants: g})
+}
+
+func (n *notifier) add(w *waiter) *waiter {
 	if n == nil {
 		return nil
 	}
-	w := &waiter{channel: channelOf(key), c: c}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -204,19 +221,86 @@ func (n *notifier) reader(ps *redis.PubSub) {
 			continue
 		}
 		pause = 10 * time.Millisecond
-		m, ok := msg.(*redis.Message)
-		if !ok {
-			continue // subscription confirmations, pongs
-		}
-		n.mu.Lock()
-		for w := range n.waiters[m.Channel] {
-			select {
-			case w.c <- struct{}{}:
-			default: // already signalled
+		switch m := msg.(type) {
+		case *redis.Message:
+			n.deliver(m.Channel, m.Payload)
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				n.confirmed(m.Channel)
 			}
 		}
-		n.mu.Unlock()
 	}
+}
+
+// deliver passes a message of channel on to its waiters: a signal to the
+// waiters of WithNotify, and to a fair waiter its grant.
+func (n *notifier) deliver(channel, payload string) {
+	token, grant, isGrant := parseGrant(payload)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for w := range n.waiters[channel] {
+		switch {
+		case w.grants == nil:
+			signal(w.c)
+		case isGrant && w.token == token:
+			offer(w.grants, grant)
+		}
+	}
+}
+
+// confirmed tells the fair waiters of channel, now subscribed, to poll: a
+// grant published before the subscription took effect was not heard.
+func (n *notifier) confirmed(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for w := range n.waiters[channel] {
+		if w.grants != nil {
+			offer(w.grants, Grant{})
+		}
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+// offer puts g in c (capacity 1), replacing a pending poll request: a grant
+// outranks it.
+func offer(c chan Grant, g Grant) {
+	for {
+		select {
+		case c <- g:
+			return
+		default:
+		}
+		select {
+		case old := <-c:
+			if old.OK {
+				c <- old
+				return
+			}
+		default:
+		}
+	}
+}
+
+// parseGrant reads a grant message of the fair queue, "token fence ttl" (ttl
+// in ms); a release notice of WithNotify is empty.
+func parseGrant(payload string) (token string, g Grant, ok bool) {
+	token, rest, ok1 := strings.Cut(payload, " ")
+	fence, ttl, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 {
+		return "", Grant{}, false
+	}
+	f, err1 := strconv.ParseInt(fence, 10, 64)
+	t, err2 := strconv.ParseInt(ttl, 10, 64)
+	if err1 != nil || err2 != nil || token == "" {
+		return "", Grant{}, false
+	}
+	return token, Grant{OK: true, Fence: f, TTL: time.Duration(t) * time.Millisecond}, true
 }
 
 // close ends the subscription and waits for its goroutines.

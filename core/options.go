@@ -39,6 +39,8 @@ type config struct {
 	fencing          bool
 	notify           bool
 	notifyLinger     time.Duration
+	fair             bool
+	fairPatience     time.Duration
 }
 
 func defaultConfig() config {
@@ -51,6 +53,7 @@ func defaultConfig() config {
 		prefix:     DefaultPrefix,
 
 		notifyLinger: DefaultNotifyLinger,
+		fairPatience: DefaultFairPatience,
 	}
 }
 
@@ -289,6 +292,9 @@ func (c *config) validate() error {
 		bad("WithSpin(%v, %v): sleep durations must not be negative", c.spinMin, c.spinRandom)
 	} else if c.spinMin+c.spinRandom <= 0 {
 		bad("WithSpin(%v, %v): min+random must be positive, or waiters would flood Redis", c.spinMin, c.spinRandom)
+	}
+	if c.fair && c.fairPatience < minFairPatience {
+		bad("WithFairPatience(%v): the patience must be at least %v", c.fairPatience, minFairPatience)
 	}
 	if c.ioTimeout <= 0 {
 		bad("WithIOTimeout(%v): the I/O timeout must be positive", c.ioTimeout)

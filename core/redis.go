@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -24,6 +25,8 @@ var (
 	extendScript        = redis.NewScript(redisscript.Extend)
 	extendFencedScript  = redis.NewScript(redisscript.ExtendFenced)
 	fenceFloorScript    = redis.NewScript(redisscript.FenceFloor)
+	enqueueScript       = redis.NewScript(redisscript.Enqueue)
+	dequeueScript       = redis.NewScript(redisscript.Dequeue)
 )
 
 // redisStore is the Store on one Redis deployment: a standalone server, a
@@ -77,7 +80,7 @@ func NewRedisStore(client redis.UniversalClient) Store {
 	s := &redisStore{client: client, cached: make(map[*redis.Script]*atomic.Bool), linger: DefaultNotifyLinger}
 	s.undos.ctx, s.undos.cancel = context.WithCancel(context.Background())
 	s.undos.kick = make(chan struct{}, 1)
-	for _, sc := range []*redis.Script{acquireScript, acquireFencedScript, releaseScript, extendScript, extendFencedScript, fenceFloorScript} {
+	for _, sc := range []*redis.Script{acquireScript, acquireFencedScript, releaseScript, extendScript, extendFencedScript, fenceFloorScript, enqueueScript, dequeueScript} {
 		s.cached[sc] = new(atomic.Bool)
 	}
 	if c, ok := client.(interface{ ReloadState(context.Context) }); ok && client != nil && !isNilPointer(client) {
@@ -194,16 +197,17 @@ func isSyntaxError(err error) bool {
 // holds token. Once Announce was called, the same script publishes on the
 // key's release channel.
 func (s *redisStore) Release(ctx context.Context, key, token string) (bool, error) {
-	n, err := s.run(ctx, releaseScript, []string{key}, s.releaseArgs(key, token)...).Int64()
+	n, err := s.run(ctx, releaseScript, redisscript.Keys(key), s.releaseArgs(key, token)...).Int64()
 	return n == 1, s.failed(err)
 }
 
 // releaseArgs are the arguments of release.lua for key and token.
 func (s *redisStore) releaseArgs(key, token string) []any {
+	announce := "0"
 	if s.announce.Load() {
-		return []any{token, channelOf(key)}
+		announce = "1"
 	}
-	return []any{token}
+	return []any{token, channelOf(key), announce, fenceGrace.Milliseconds()}
 }
 
 // Extend is compare-and-extend (extend.lua), or with fenced
@@ -230,6 +234,46 @@ func (s *redisStore) RaiseFence(ctx context.Context, key, token string, fence in
 	return n == 1, s.failed(err)
 }
 
+// Enqueue is the fair queue's acquire and poll (enqueue.lua, one round
+// trip): take key if it is free and nobody lives ahead of token in its
+// queue, else queue token or keep its place, renewed for patience.
+func (s *redisStore) Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (Grant, error) {
+	f := "0"
+	if fenced {
+		f = "1"
+	}
+	sent := time.Now()
+	r, err := s.run(ctx, enqueueScript, redisscript.Keys(key), token, ttl.Milliseconds(), patience.Milliseconds(), f, channelOf(key), fenceGrace.Milliseconds()).Int64Slice()
+	if err != nil {
+		if mayHaveApplied(err) {
+			// The call may have taken key, or queued token: leave, at once
+			// and in the background, as a failed TryAcquire is undone.
+			s.undo(ctx, key, token, ttl, sent)
+		}
+		return Grant{}, s.failed(err)
+	}
+	if len(r) != 3 {
+		return Grant{}, fmt.Errorf("reqlock: enqueue: unexpected reply %v", r)
+	}
+	return Grant{OK: r[0] == 1, Fence: r[1], TTL: time.Duration(r[2]) * time.Millisecond}, nil
+}
+
+// Dequeue takes token out of key's queue (dequeue.lua, one round trip);
+// a lock granted to it meanwhile is released and granted on.
+func (s *redisStore) Dequeue(ctx context.Context, key, token string) error {
+	err := s.run(ctx, dequeueScript, redisscript.Keys(key), token, channelOf(key), fenceGrace.Milliseconds()).Err()
+	return s.failed(err)
+}
+
+// Grants subscribes to key's channel, on the store's one shared pub/sub
+// connection, for the grants of token.
+func (s *redisStore) Grants(key, token string) (<-chan Grant, func()) {
+	g := make(chan Grant, 1)
+	n := s.subscriber()
+	w := n.joinQueue(key, token, g)
+	return g, func() { n.leave(w) }
+}
+
 // Announce makes later releases publish on the key's channel.
 func (s *redisStore) Announce() { s.announce.Store(true) }
 
@@ -244,14 +288,20 @@ func (s *redisStore) Watch(key string) (<-chan struct{}, func()) {
 // watchInto signals c on a release of key until the returned stop is called;
 // Redlock shares one channel among its nodes.
 func (s *redisStore) watchInto(key string, c chan struct{}) (stop func()) {
+	n := s.subscriber()
+	w := n.join(key, c)
+	return func() { n.leave(w) }
+}
+
+// subscriber returns the store's notifier, made at the first call; nil once
+// the store is closed.
+func (s *redisStore) subscriber() *notifier {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.notifier == nil && !s.closed {
 		s.notifier = newNotifier([]redis.UniversalClient{s.client}, DefaultIOTimeout, s.linger)
 	}
-	n := s.notifier
-	s.mu.Unlock()
-	w := n.join(key, c)
-	return func() { n.leave(w) }
+	return s.notifier
 }
 
 // undoTimeout returns the time a call of a clean-up may take.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/internal/redisscript"
 )
 
 // This file is the Redis store's clean-up of failed attempts (see
@@ -87,7 +89,7 @@ type undos struct {
 func (s *redisStore) undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	u := &undo{key: key, token: token, ttl: ttl, horizon: sent.Add(max(ttl, undoHorizon))}
 	if ctx.Err() == nil && !pastDeadline(ctx) { // the store's error may come a moment before ctx's timer fires
-		n, err := s.run(ctx, releaseScript, []string{key}, s.releaseArgs(key, token)...).Int64()
+		n, err := s.run(ctx, releaseScript, redisscript.Keys(key), s.releaseArgs(key, token)...).Int64()
 		switch {
 		case err == nil && n == 1, errors.Is(err, redis.ErrClosed):
 			return
@@ -202,7 +204,7 @@ func (s *redisStore) sweepOnce(batch []*undo) map[*undo]bool {
 	cmds := make([]*redis.Cmd, len(batch))
 	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, u := range batch {
-			keys, args := []string{u.key}, s.releaseArgs(u.key, u.token)
+			keys, args := redisscript.Keys(u.key), s.releaseArgs(u.key, u.token)
 			if sha {
 				cmds[i] = releaseScript.EvalSha(ctx, p, keys, args...)
 			} else {
