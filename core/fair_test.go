@@ -3,11 +3,15 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/hotspot"
 	"github.com/reqlock/reqlock/internal/redistest"
 )
 
@@ -93,39 +97,57 @@ func waitQueued(t *testing.T, e *env, name string, n int64) {
 }
 
 // TestFairHandoffCostsTheNewHolderNoRoundTrip: a waiter granted the lock by a
-// release learns it by pub/sub, without a round trip of its own.
+// release learns it by pub/sub, without a round trip of its own, with its
+// fence when it asked for one.
 func TestFairHandoffCostsTheNewHolderNoRoundTrip(t *testing.T) {
-	name := uniq(t)
-	ctx := context.Background()
-	holder := newEnv(t, nil, core.WithFair())
-	waiter := newEnv(t, nil, core.WithFair(), core.WithFairPatience(30*time.Second))
-	lease, err := holder.locker.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan *core.Lease, 1)
-	go func() {
-		l, err := waiter.locker.Acquire(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	waitQueued(t, holder, name, 1)
-	time.Sleep(100 * time.Millisecond) // the subscription is confirmed (a poll follows it)
-	before := waiter.rt.N.Load()
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l := <-got
-	if l == nil {
-		t.FailNow()
-	}
-	if n := waiter.rt.N.Load() - before; n != 0 {
-		t.Fatalf("the granted waiter made %d round trips after the release, want 0", n)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
+	for _, fenced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
+			name := uniq(t)
+			ctx := context.Background()
+			opts := []core.Option{core.WithFair()}
+			if fenced {
+				opts = append(opts, core.WithFencing())
+			}
+			holder := newEnv(t, nil, opts...)
+			waiter := newEnv(t, nil, append(opts, core.WithFairPatience(30*time.Second))...)
+			t.Cleanup(func() { _ = waiter.locker.Close() })
+			lease, err := holder.locker.Acquire(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan *core.Lease, 1)
+			go func() {
+				l, err := waiter.locker.Acquire(ctx, name)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			waitQueued(t, holder, name, 1)
+			time.Sleep(100 * time.Millisecond) // the subscription is confirmed (a poll follows it)
+			before := waiter.rt.N.Load()
+			if err := lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var l *core.Lease
+			select {
+			case l = <-got:
+			case <-time.After(5 * time.Second): // the next poll is 10 s away
+				t.Fatal("the grant's message did not reach the waiter")
+			}
+			if l == nil {
+				t.FailNow()
+			}
+			if n := waiter.rt.N.Load() - before; n != 0 {
+				t.Fatalf("the granted waiter made %d round trips after the release, want 0", n)
+			}
+			if fenced && l.Fence() <= lease.Fence() {
+				t.Fatalf("the granted fence %d is not above the previous holder's %d", l.Fence(), lease.Fence())
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
@@ -259,4 +281,59 @@ func TestFairNeedsAQueue(t *testing.T) {
 	if err := core.New(shared.Client(t), core.WithFairPatience(time.Millisecond)).Err(); !errors.Is(err, core.ErrInvalidOption) {
 		t.Fatalf("patience 1ms: Err() = %v, want ErrInvalidOption", err)
 	}
+}
+
+// fairContend runs Lockers built WithFair (and whatever else) against each
+// other on name, checking mutual exclusion by overlap detection and, with
+// WithFencing, strictly increasing fences; then that the queue's keys are
+// gone (client reads the deployment).
+func fairContend(t *testing.T, ls []*core.Locker, name string, client redis.Cmdable) {
+	t.Helper()
+	const goroutines, rounds = 3, 5
+	var o redistest.Overlap
+	var mu sync.Mutex
+	var last int64
+	contend(t, ls, goroutines, rounds, name, func(lease *core.Lease) {
+		exit := o.Enter()
+		mu.Lock()
+		if lease.Fence() != 0 && lease.Fence() <= last {
+			t.Errorf("fence %d after %d", lease.Fence(), last)
+		}
+		last = lease.Fence()
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		exit()
+		if err := lease.Release(context.Background()); err != nil {
+			t.Errorf("release: %v", err)
+		}
+	})
+	if want := int64(len(ls) * goroutines * rounds); o.Overlaps() != 0 || o.Entries() != want {
+		t.Fatalf("%d overlaps in %d of %d sections", o.Overlaps(), o.Entries(), want)
+	}
+	key, _ := ls[0].Key(name)
+	if n := client.Exists(context.Background(), key+":queue", key+":waiters").Val(); n != 0 {
+		t.Fatalf("%d queue keys left when nobody waits", n)
+	}
+}
+
+// TestFairWithEverything: fair Lockers with the watchdog, fencing,
+// wake-ups, a short TTL and the hotspot Guard with hand-overs, against
+// plain fair Lockers.
+func TestFairWithEverything(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	opts := []core.Option{core.WithFair(), core.WithWatchdog(), core.WithFencing(), core.WithNotify(),
+		core.WithTTL(300 * time.Millisecond), core.WithWait(20 * time.Second)}
+	var ls []*core.Locker
+	var client redis.Cmdable
+	for i := range 3 {
+		o := opts
+		if i > 0 {
+			o = append(o, core.WithLocalQueue(hotspot.New(hotspot.WithHandoff(3))))
+		}
+		e := newEnv(t, nil, o...)
+		t.Cleanup(func() { _ = e.locker.Close() })
+		ls, client = append(ls, e.locker), e.client
+	}
+	fairContend(t, ls, name, client)
 }

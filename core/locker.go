@@ -220,6 +220,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...CallOption) (
 		deadline = dl
 	}
 	req := &Request{Name: name, Key: key, Route: route, TTL: ttl, Start: now, Deadline: deadline}
+	l.observeStart(ctx, req)
 	panicked := true
 	defer func() {
 		if panicked {
@@ -256,6 +257,15 @@ func (l *Locker) acquirePanicked(ctx context.Context, req *Request) {
 		}()
 	}
 	l.observeAcquire(ctx, req, nil, errAcquirePanicked)
+}
+
+// observeStart tells the StartObservers that an Acquire begins.
+func (l *Locker) observeStart(ctx context.Context, req *Request) {
+	for _, o := range l.cfg.observers {
+		if so, ok := o.(StartObserver); ok {
+			so.ObserveStart(ctx, StartEvent{Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL, Start: req.Start})
+		}
+	}
 }
 
 // observeAcquire tells the Observers how an Acquire ended, and keeps the

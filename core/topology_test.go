@@ -163,6 +163,12 @@ func TestClusterTopology(t *testing.T) {
 		checkWake(t, a, b, cl.Nodes...)
 	})
 
+	t.Run("fair", func(t *testing.T) {
+		fair := append(append([]core.Option(nil), topologyOpts...), core.WithFair())
+		ls := []*core.Locker{clusterLocker(t, cl, fair...), clusterLocker(t, cl, fair...)}
+		fairContend(t, ls, uniq(t), cl.Client(t))
+	})
+
 	t.Run("slot migration", func(t *testing.T) {
 		name := uniq(t)
 		lease, err := a.Acquire(ctx, name)
@@ -237,6 +243,11 @@ func TestSentinelTopology(t *testing.T) {
 	}
 	a, b := newLocker(), newLocker()
 	checkWake(t, a, b, d.Data...)
+
+	fair := append(append([]core.Option(nil), topologyOpts...), core.WithFair())
+	fa, fb := core.New(d.Client(t), fair...), core.New(d.Client(t), fair...)
+	t.Cleanup(func() { _ = fa.Close(); _ = fb.Close() })
+	fairContend(t, []*core.Locker{fa, fb}, uniq(t), d.Client(t))
 
 	failoverUnderLease(t, "sentinel failover", a, b, func(ctx context.Context, _ string) error {
 		_, err := d.KillMaster(ctx)

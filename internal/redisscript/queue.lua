@@ -79,7 +79,7 @@ local function grant(now, channel, grace)
   end
   drop(token)
   tidy()
-  redis.call("PUBLISH", channel, token .. " " .. fence .. " " .. ttl)
+  redis.call("PUBLISH", channel, string.format("%s %d %d", token, fence, ttl))
   return token
 end
 
