@@ -41,16 +41,21 @@ if not holder then
   end
   grant(now, ARGV[5], grace)
 end
-local fresh = redis.call("HSET", KEYS[4], token, (now + patience) .. " " .. ttl .. " " .. (fenced and "1" or "0") .. " " .. patience)
-if fresh == 1 then
+redis.call("HSET", KEYS[4], token, (now + patience) .. " " .. ttl .. " " .. (fenced and "1" or "0") .. " " .. patience)
+-- Our place is our member of the queue, not our entry: a queue that lost us
+-- while our entry stayed (the two keys expired a moment apart, an eviction)
+-- takes us back at the tail, instead of never granting us.
+if not redis.call("ZSCORE", KEYS[3], token) then
   local last = redis.call("ZRANGE", KEYS[3], -1, -1, "WITHSCORES")[2]
   redis.call("ZADD", KEYS[3], (tonumber(last) or 0) + 1, token)
 end
 -- The queue's keys outlive the last live entry, so that nobody's poll finds
--- them gone, and vanish by themselves when every waiter is gone.
+-- them gone, and vanish by themselves when every waiter is gone: both at the
+-- same instant (PEXPIRE would read the clock once per key, and the two could
+-- expire a millisecond apart).
 local keep = 2 * patience
 if redis.call("PTTL", KEYS[3]) < keep then
-  redis.call("PEXPIRE", KEYS[3], keep)
-  redis.call("PEXPIRE", KEYS[4], keep)
+  redis.call("PEXPIREAT", KEYS[3], now + keep)
+  redis.call("PEXPIREAT", KEYS[4], now + keep)
 end
 return {0, 0, 0}
