@@ -52,10 +52,12 @@ end
 -- The queue's keys outlive the last live entry, so that nobody's poll finds
 -- them gone, and vanish by themselves when every waiter is gone: both at the
 -- same instant (PEXPIRE would read the clock once per key, and the two could
--- expire a millisecond apart).
+-- expire a millisecond apart). The instant is read after PTTL, so that a
+-- script that the server's scheduling slowed down never shortens them.
 local keep = 2 * patience
 if redis.call("PTTL", KEYS[3]) < keep then
-  redis.call("PEXPIREAT", KEYS[3], now + keep)
-  redis.call("PEXPIREAT", KEYS[4], now + keep)
+  local at = now_ms() + keep
+  redis.call("PEXPIREAT", KEYS[3], at)
+  redis.call("PEXPIREAT", KEYS[4], at)
 end
 return {0, 0, 0}
