@@ -130,17 +130,20 @@ func (f *failure) Error() string {
 
 // Checks, as failures name them.
 const (
-	checkCall      = "call failed"
-	checkHolder    = "at most one holder"
-	checkOrder     = "grants in arrival order among live waiters"
-	checkFree      = "a free name with a live waiter is granted"
-	checkKeys      = "the queue's keys vanish when nobody waits"
-	checkFence     = "fences strictly increase across holders"
-	checkGrantMsg  = "a grant message names the holder"
-	checkModel     = "the model"
-	traceLen       = 40
-	markerPrefix   = "~mark "
-	messageTimeout = 10 * time.Second
+	checkCall     = "call failed"
+	checkHolder   = "at most one holder"
+	checkOrder    = "grants in arrival order among live waiters"
+	checkFree     = "a free name with a live waiter is granted"
+	checkKeys     = "the queue's keys vanish when nobody waits"
+	checkFence    = "fences strictly increase across holders"
+	checkGrantMsg = "a grant message names the holder"
+	checkModel    = "the model"
+)
+
+const (
+	traceLen       = 40               // steps a failure shows
+	markerPrefix   = "~mark "         // the payload that ends a step's messages
+	messageTimeout = 10 * time.Second // how long a step's marker may take to arrive
 )
 
 // run is the state of one run.
