@@ -124,7 +124,10 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 		case g := <-grants:
 			timer.Stop()
 			if g.OK {
-				return l.grantedLease(req, token, g, time.Now()), nil
+				// The grant came after our last poll found the name held,
+				// so after that poll was sent: the lock lives at least
+				// g.TTL from then, whenever the message arrived.
+				return l.grantedLease(req, token, g, sent), nil
 			}
 			// a poll request: a grant may have been missed
 		}
