@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/reqlock/reqlock/internal/redisscript"
+	"github.com/reqlock/reqlock/internal/undo"
 )
 
 // This file is the Redis backend on one deployment. Each command is one round
@@ -46,8 +47,7 @@ type redisStore struct {
 	notifier *notifier // made by the first Watch
 	linger   time.Duration
 	closed   bool
-	undos    undos      // clean-ups of failed attempts (undo.go)
-	bg       background // the goroutine of the clean-ups
+	undos    *undo.Queue // clean-ups of failed attempts (undo.go)
 	// ioTimeout bounds each call of a clean-up (see TryAcquire): the I/O
 	// timeout of the Locker that configured the store, 0 for
 	// DefaultIOTimeout.
@@ -78,8 +78,7 @@ type redisStore struct {
 // Err.
 func NewRedisStore(client redis.UniversalClient) Store {
 	s := &redisStore{client: client, cached: make(map[*redis.Script]*atomic.Bool), linger: DefaultNotifyLinger}
-	s.undos.ctx, s.undos.cancel = context.WithCancel(context.Background())
-	s.undos.kick = make(chan struct{}, 1)
+	s.undos = newUndos(s)
 	for _, sc := range []*redis.Script{acquireScript, acquireFencedScript, releaseScript, extendScript, extendFencedScript, fenceFloorScript, enqueueScript, dequeueScript} {
 		s.cached[sc] = new(atomic.Bool)
 	}
@@ -333,8 +332,7 @@ func (s *redisStore) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	n.close()
-	s.undos.close()
-	s.bg.wait()
+	s.undos.Close()
 	return nil
 }
 

@@ -2,19 +2,17 @@ package core
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/internal/undo"
 )
 
 // pendingUndos returns the number of clean-ups s retries, and whether its
 // goroutine runs.
 func (s *redisStore) pendingUndos() (int, bool) {
-	s.undos.mu.Lock()
-	defer s.undos.mu.Unlock()
-	return len(s.undos.pending), s.undos.running
+	return s.undos.Pending()
 }
 
 // waitUndos waits up to limit for s to have no clean-up left and its
@@ -46,12 +44,10 @@ func TestUndoOutlivesNotFoundAndEndsByItself(t *testing.T) {
 	defer s.Close()
 	const ttl = 600 * time.Millisecond
 
-	late := &undo{key: "late", token: "t1", ttl: ttl, horizon: time.Now().Add(time.Minute)}
-	never := &undo{key: "never", token: "t2", ttl: ttl, horizon: time.Now().Add(time.Minute)}
 	start := time.Now()
-	s.undos.add(s, late)
-	s.undos.add(s, never)
-	time.Sleep(2 * undoInterval) // answered "not found" at least once
+	s.undos.Add("late", "t1", ttl, start)
+	s.undos.Add("never", "t2", ttl, start)
+	time.Sleep(2 * undo.Interval) // answered "not found" at least once
 	if n, _ := s.pendingUndos(); n != 2 {
 		t.Fatalf("%d clean-ups pending after their compare-and-delete found nothing, want 2: not finding the key proves nothing", n)
 	}
@@ -110,41 +106,15 @@ func TestCloseEndsTheUndos(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	s := NewRedisStore(client).(*redisStore)
-	s.undos.add(s, &undo{key: "k", token: "t", ttl: time.Minute, horizon: time.Now().Add(time.Hour)})
+	s.undos.Add("k", "t", time.Minute, time.Now())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if n, running := s.pendingUndos(); n != 0 || running {
 		t.Fatalf("after Close: %d clean-ups pending, goroutine running %v", n, running)
 	}
-	s.undos.add(s, &undo{key: "k", token: "t2", ttl: time.Minute, horizon: time.Now().Add(time.Hour)})
+	s.undos.Add("k", "t2", time.Minute, time.Now())
 	if n, running := s.pendingUndos(); n != 0 || running {
 		t.Fatalf("a clean-up added after Close: %d pending, goroutine running %v", n, running)
-	}
-}
-
-// At most maxUndos clean-ups are pending: beyond, the oldest (tried the
-// most) is dropped for the newest.
-func TestUndosAreBounded(t *testing.T) {
-	srv := redistest.Start(t)
-	s := NewRedisStore(srv.Client(t)).(*redisStore)
-	defer s.Close()
-	horizon := time.Now().Add(time.Hour)
-	var first, last *undo
-	for i := 0; i <= maxUndos; i++ {
-		u := &undo{key: "bounded", token: fmt.Sprint(i), ttl: time.Hour, horizon: horizon}
-		if i == 0 {
-			first = u
-		}
-		last = u
-		s.undos.add(s, u)
-	}
-	s.undos.mu.Lock()
-	defer s.undos.mu.Unlock()
-	if n := len(s.undos.pending); n != maxUndos {
-		t.Fatalf("%d clean-ups pending, want at most %d", n, maxUndos)
-	}
-	if s.undos.pending[0] == first || s.undos.pending[maxUndos-1] != last {
-		t.Fatal("the oldest clean-up was not the one dropped")
 	}
 }

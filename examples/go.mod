@@ -26,12 +26,15 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/bytedance/gopkg v0.1.4 // indirect
 	github.com/bytedance/sonic v1.15.5 // indirect
 	github.com/bytedance/sonic/loader v0.5.3 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cloudwego/base64x v0.1.7 // indirect
+	github.com/coreos/go-semver v0.3.1 // indirect
+	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.16 // indirect
 	github.com/gin-contrib/sse v1.1.2 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -41,9 +44,14 @@ require (
 	github.com/go-playground/validator/v10 v10.30.1 // indirect
 	github.com/goccy/go-json v0.12.0 // indirect
 	github.com/goccy/go-yaml v1.19.2 // indirect
+	github.com/gogo/protobuf v1.3.2 // indirect
+	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.28.0 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.2 // indirect
 	github.com/leodido/go-urn v1.5.0 // indirect
@@ -57,12 +65,17 @@ require (
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.2 // indirect
 	github.com/yuin/gopher-lua v1.1.2 // indirect
+	go.etcd.io/etcd/api/v3 v3.6.8 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.6.8 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.41.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	go.uber.org/multierr v1.11.0 // indirect
+	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/arch v0.24.0 // indirect
 	golang.org/x/crypto v0.48.0 // indirect
 	golang.org/x/net v0.50.0 // indirect
+	golang.org/x/sync v0.19.0 // indirect
 	golang.org/x/sys v0.41.0 // indirect
 	golang.org/x/text v0.34.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260209200024-4cfbd4190f57 // indirect
@@ -70,12 +83,21 @@ require (
 )
 
 require (
+	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
 	github.com/go-chi/chi/v5 v5.5.0
+	github.com/go-sql-driver/mysql v1.10.1
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/gorilla/mux v1.8.1
+	github.com/jackc/pgx/v5 v5.8.0
 	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
 	github.com/reqlock/reqlock/ginlock v0.0.0-00010101000000-000000000000
 	github.com/reqlock/reqlock/grpclock v0.0.0-00010101000000-000000000000
 	github.com/reqlock/reqlock/otel v0.0.0-00010101000000-000000000000
+	github.com/reqlock/reqlock/stores/etcd v0.0.0-00010101000000-000000000000
+	github.com/reqlock/reqlock/stores/memcached v0.0.0-00010101000000-000000000000
+	github.com/reqlock/reqlock/stores/sql v0.0.0-00010101000000-000000000000
+	github.com/reqlock/reqlock/stores/zookeeper v0.0.0-00010101000000-000000000000
+	go.etcd.io/etcd/client/v3 v3.6.8
 )
 
 replace (
@@ -84,4 +106,8 @@ replace (
 	github.com/reqlock/reqlock/grpclock => ../grpclock
 	github.com/reqlock/reqlock/otel => ../otel
 	github.com/reqlock/reqlock/protokey => ../protokey
+	github.com/reqlock/reqlock/stores/etcd => ../stores/etcd
+	github.com/reqlock/reqlock/stores/memcached => ../stores/memcached
+	github.com/reqlock/reqlock/stores/sql => ../stores/sql
+	github.com/reqlock/reqlock/stores/zookeeper => ../stores/zookeeper
 )

@@ -12,7 +12,16 @@
 // default, over gRPC with OTEL_EXPORTER_OTLP_PROTOCOL=grpc (see -telemetry).
 // At exit, the last of them are flushed for at most 5 s.
 //
-// It uses an embedded Redis (miniredis) unless REDIS_ADDR names a real one.
+// It keeps its locks in an embedded Redis (miniredis) unless REDIS_ADDR names
+// a real one, or in another store:
+//
+//	go run ./examples/orders -store etcd -store-addr 127.0.0.1:2379
+//	DATABASE_URL=postgres://localhost/orders go run ./examples/orders -store postgres
+//
+// -store is one of redis, etcd, zookeeper, postgres, mysql and memcached;
+// the address comes from -store-addr or from the store's environment
+// variable: REDIS_ADDR, ETCD_ENDPOINTS, ZOOKEEPER_SERVERS, DATABASE_URL,
+// MYSQL_DSN, MEMCACHED_SERVERS.
 //
 // It shows the limits a locked service needs (see Config): the servers'
 // timeouts, a body read whole and bounded (64 KiB) before the lock is taken,
@@ -37,8 +46,12 @@ func main() {
 	flag.BoolVar(&cfg.Demo, "demo", false, "listen on free loopback ports, fire concurrent duplicate requests at the service, print a table and exit")
 	flag.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long a request waits for a busy order before it is answered 409 / Aborted")
 	flag.DurationVar(&cfg.Work, "work", cfg.Work, "simulated work inside each locked handler")
+	flag.StringVar(&cfg.Store, "store", cfg.Store, "where the locks are kept: "+storeNames())
+	flag.StringVar(&cfg.StoreAddr, "store-addr", "", "the store's address (default: from its environment variable, see the package doc)")
 	flag.Parse()
-	cfg.RedisAddr = os.Getenv("REDIS_ADDR")
+	if cfg.StoreAddr == "" {
+		cfg.StoreAddr = os.Getenv(storeEnv[cfg.Store])
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

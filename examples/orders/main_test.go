@@ -26,7 +26,7 @@ import (
 
 func testConfig(redisAddr string) Config {
 	cfg := defaultConfig()
-	cfg.HTTPAddr, cfg.GRPCAddr, cfg.RedisAddr = "127.0.0.1:0", "127.0.0.1:0", redisAddr
+	cfg.HTTPAddr, cfg.GRPCAddr, cfg.StoreAddr = "127.0.0.1:0", "127.0.0.1:0", redisAddr
 	return cfg
 }
 

@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/gin-gonic/gin"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 
 	"github.com/reqlock/reqlock/core"
@@ -41,7 +39,8 @@ import (
 type Config struct {
 	HTTPAddr  string        // HTTP listen address
 	GRPCAddr  string        // gRPC listen address
-	RedisAddr string        // a real Redis; "" starts an embedded miniredis
+	Store     string        // where the locks are kept: a key of storeEnv
+	StoreAddr string        // the store's address; "" with Store "redis" starts an embedded miniredis
 	Demo      bool          // run the demo on free loopback ports and exit
 	Wait      time.Duration // lock wait budget
 	Work      time.Duration // simulated work in each locked handler
@@ -54,7 +53,7 @@ type Config struct {
 
 func defaultConfig() Config {
 	return Config{
-		HTTPAddr: ":8080", GRPCAddr: ":9090", Wait: 50 * time.Millisecond, Work: 20 * time.Millisecond,
+		HTTPAddr: ":8080", GRPCAddr: ":9090", Store: "redis", Wait: 50 * time.Millisecond, Work: 20 * time.Millisecond,
 		ReadTimeout: 5 * time.Second, HandlerTimeout: 2 * time.Second, MaxBody: 64 << 10, TTL: 6 * time.Second,
 	}
 }
@@ -106,7 +105,7 @@ func run(ctx context.Context, cfg Config, w io.Writer) error {
 // app is a running orders service.
 type app struct {
 	cfg      Config
-	redisTo  string // where Redis is, for the banner
+	storeAt  string // where the locks are kept, for the banner
 	store    *store
 	waits    *waits
 	httpSrv  *http.Server
@@ -117,34 +116,26 @@ type app struct {
 	closers  []func()
 }
 
-// start connects to Redis (or starts miniredis), builds the Locker and
-// starts both servers.
-func start(cfg Config) (a *app, err error) {
+// start connects to the lock store (or starts miniredis), builds the Locker
+// and starts both servers.
+func start(cfg Config) (_ *app, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	a = &app{cfg: cfg, failed: make(chan error, 2), redisTo: "redis at " + cfg.RedisAddr}
+	a := &app{cfg: cfg, failed: make(chan error, 2)}
 	defer func() {
 		if err != nil {
-			a.close()
+			a.close() // what was started before the failure
 		}
 	}()
-	addr := cfg.RedisAddr
-	if addr == "" {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return nil, err
-		}
-		a.closers = append(a.closers, mr.Close)
-		addr, a.redisTo = mr.Addr(), "embedded miniredis (set REDIS_ADDR to use a real Redis)"
+	ls, err := openStore(context.Background(), cfg)
+	if err != nil {
+		return nil, err
 	}
-	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	a.closers = append(a.closers, func() { _ = client.Close() })
-	if err := client.Ping(context.Background()).Err(); err != nil {
-		return nil, fmt.Errorf("redis at %s: %w", addr, err)
-	}
+	a.closers = append(a.closers, ls.close)
+	a.storeAt = ls.where
 	a.waits = &waits{}
-	locker := core.New(client, core.WithTTL(cfg.TTL), core.WithFencing(), core.WithWait(cfg.Wait),
+	locker := core.NewWithStore(ls.store, core.WithTTL(cfg.TTL), core.WithFencing(), core.WithWait(cfg.Wait),
 		core.WithSpin(2*time.Millisecond, 3*time.Millisecond), core.WithObservers(lockotel.New(), a.waits))
 	if err := locker.Err(); err != nil {
 		return nil, err
@@ -184,7 +175,7 @@ func start(cfg Config) (a *app, err error) {
 			a.failed <- fmt.Errorf("gRPC server: %w", err)
 		}
 	}()
-	// Closers run last first: servers stop before Redis goes.
+	// Closers run last first: servers stop before the store goes.
 	a.closers = append(a.closers, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -196,7 +187,7 @@ func start(cfg Config) (a *app, err error) {
 	return a, nil
 }
 
-// close stops the servers, then Redis.
+// close stops the servers, then the store.
 func (a *app) close() {
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		a.closers[i]()
@@ -218,7 +209,7 @@ Try:
   grpcurl -plaintext -d '{"order_id":"43","amount_cents":990}' %s orders.v1.Orders/Create
   grpcurl -plaintext -d '{"order_id":"43"}' %s orders.v1.Orders/Pay
 Ctrl-C stops it.
-`, "http://"+h, g, a.redisTo, a.cfg.Wait, a.cfg.MaxBody, a.cfg.ReadTimeout, a.cfg.HandlerTimeout, a.cfg.TTL, "http://"+h, "http://"+h, "http://"+h, "http://"+h, "http://"+h, g, g)
+`, "http://"+h, g, a.storeAt, a.cfg.Wait, a.cfg.MaxBody, a.cfg.ReadTimeout, a.cfg.HandlerTimeout, a.cfg.TTL, "http://"+h, "http://"+h, "http://"+h, "http://"+h, "http://"+h, g, g)
 }
 
 // loopback turns a listen address like "[::]:8080" into one to call.

@@ -1,0 +1,87 @@
+// Package etcdstore keeps reqlock's locks in etcd (v3 API, through
+// go.etcd.io/etcd/client/v3): a core.Store, with push wake-ups for waiters
+// (core.Notifier), for a Locker built with core.NewWithStore.
+//
+//	client, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
+//	...
+//	store, err := etcdstore.New(client) // does not close client
+//	...
+//	defer store.Close()
+//	locker := core.NewWithStore(store, core.WithTTL(10*time.Second), core.WithNotify())
+//
+// # How a lock is kept
+//
+// A lock is one etcd key, the prefix (WithPrefix, "/reqlock/" by default)
+// and the Locker's key, whose value is the holder's token and which is
+// bound to an etcd lease of the lock's TTL: when the lease expires, etcd
+// deletes the key. It is the primitive of etcd's own concurrency.Mutex,
+// without its queue of waiters' keys: one key per lock, and waiters that
+// retry, woken by watches.
+//
+//   - Acquire is one transaction: if the key's create revision is 0 (no
+//     such key), put it with the token and the lease, else read it. A key
+//     that holds the caller's token already (an attempt sent again) counts
+//     as acquired and is bound to a lease of the new TTL.
+//   - Release is one transaction: delete the key if its value is the token
+//     (compare-and-delete).
+//   - Extend is a keep-alive of the lock's lease, sent in parallel with a
+//     transaction that checks the key's value; a different TTL binds the key
+//     to a lease of that TTL in a transaction guarded by the value. With
+//     core.WithWatchdog, a lease whose keep-alive fails is lost: the
+//     watchdog's Extend reports it and the Locker closes Lease.Done.
+//   - Fencing (core.WithFencing): the fence is the key's create revision,
+//     which etcd draws from its one revision counter for the whole cluster:
+//     every later holder's fence is higher, whatever happened to the key in
+//     between (Kleppmann's fencing tokens). A fenced Extend puts the value
+//     again and returns the key's new mod revision, higher still.
+//   - Push wake-ups (core.WithNotify): the waiters of a key share one etcd
+//     watch of its deletions, which sees releases by any client and lease
+//     expiries alike. The watch starts at the revision at which the waiter's
+//     attempt found the key held, so that a release in between is not
+//     missed.
+//
+// # Leases and round trips
+//
+// A lease serves one lock at a time. A new one costs a grant (a round trip,
+// and a write through etcd's consensus), so the store keeps the leases that
+// became unused (a release, an attempt that found the key held) in a pool
+// (WithLeasePool) and renews the one it reuses with a keep-alive sent in
+// parallel with the acquisition's transaction. An uncontended acquire and
+// release is then two round trips (three calls), and three (a grant first)
+// when no lease of that TTL was released within the last half TTL. An
+// Extend of the same TTL is one round trip. A kept lease that is not reused
+// expires on the server by itself: a release spends no round trip on
+// revoking it.
+//
+// # TTLs
+//
+// etcd leases count whole seconds: a TTL is rounded up to the next second (a
+// lock taken for 1.2 s may stay held for 2 s; the Locker's own validity
+// still counts the 1.2 s). And etcd raises every lease to a minimum of 1.5
+// election timeouts, rounded up to whole seconds: 2 s with etcd's default
+// election timeout of 1 s (--election-timeout 1000), 1 s with 100 ms. Use
+// TTLs of a few seconds or more. Expiry is judged by the etcd leader's
+// clock, which checks for expired leases twice a second: a lock may outlive
+// its TTL by up to half a second. After a leader change the new leader
+// gives every lease its full TTL again: a lock may then outlive its TTL by
+// up to its TTL and an election, never expire before it.
+//
+// # Failures
+//
+// A write is acknowledged once a majority of etcd's members have it, and a
+// read is linearizable: a lock survives the loss of a minority of members,
+// a leader change, and (etcd persists its data) a restart of every member.
+// While the store cannot be reached, calls fail with an error, or with the
+// context's error when the Locker's I/O timeout cuts them (etcd's client
+// waits for a connection until then); the Locker reports both as
+// core.ErrStorage. Configure the client with DialKeepAliveTime and
+// DialKeepAliveTimeout, so that a dead connection is noticed, and, for
+// quick reconnection, a short gRPC backoff (grpc.WithConnectParams in
+// Config.DialOptions).
+//
+// An attempt that fails after its transaction may have reached etcd (a
+// reply lost or too late) revokes its lease, which deletes the key if the
+// transaction set it and makes the transaction fail if it arrives later: at
+// once, then in the background until etcd confirms it. Its lease's TTL
+// bounds such a key in any case.
+package etcdstore

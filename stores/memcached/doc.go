@@ -1,0 +1,115 @@
+// Package memcachedstore keeps reqlock's locks in memcached, through the
+// github.com/bradfitz/gomemcache client: a core.Store for
+// core.NewWithStore.
+//
+//	client := memcache.New("127.0.0.1:11211")
+//	store, err := memcachedstore.New(client, memcachedstore.WithServerClock("127.0.0.1:11211"))
+//	locker := core.NewWithStore(store, core.WithFencing())
+//
+// # How a lock works
+//
+// A lock is an item whose key is the lock's key and whose value is the
+// holder's token (a fresh random string per attempt).
+//
+//   - Acquire is memcached's add with an expiration: it stores the item only
+//     if the key holds none, in one round trip. When the key is taken, a
+//     gets tells whether it holds the caller's own token (an attempt sent
+//     again): then the attempt counts as acquired and its TTL is reset by a
+//     cas, as for Extend. A busy key costs two round trips per attempt.
+//   - Release is a compare-and-delete in two round trips: gets (the value
+//     and its CAS unique), a comparison with the token, then a cas of the
+//     same key with a negative expiration, which memcached stores as an item
+//     that has already expired: the key is free at once, but only if nobody
+//     changed the item since the gets. The text protocol's delete has no
+//     CAS check, and would delete another holder's lock after an expiry: it
+//     is never used. (memcached 1.6's meta protocol has a CAS-checked delete,
+//     md key C<cas>, but gomemcache does not speak the meta protocol; the cas
+//     with a negative expiration is checked against memcached 1.6 by this
+//     package's tests.)
+//   - Extend is gets, comparison, then cas with the new expiration.
+//
+// So an uncontended acquire and release take three round trips. Each call
+// is atomic on the server where it needs to be: add and cas are checked by
+// memcached itself, and a cas fails when the item changed after its gets
+// (another holder's add after an expiry gives the item a new CAS unique).
+//
+// # TTL resolution
+//
+// memcached counts expirations in whole seconds on a clock that ticks once
+// a second, so that an item given N seconds lives between N-1 and N seconds.
+// The store rounds a TTL up to whole seconds and adds one: a lock never
+// expires before its TTL, and may live up to two seconds longer (a TTL of
+// 300 ms holds the key for 1 to 2 s). Expiry is judged by the server's
+// clock only. TTLs above 30 days are refused (memcached reads larger
+// expirations as absolute times).
+//
+// # Fencing
+//
+// With fencing (core.WithFencing), each lock draws a fencing token
+// (Kleppmann's fencing tokens) from a per-key counter item, after its
+// holder holds the lock: an incr, one more round trip. A missing counter
+// (never created, expired, evicted, or lost with a restart of memcached) is
+// created by add with the current time in microseconds as its value, which
+// is the fence of that draw; later draws increment it. The counter expires
+// a minute after the lock's TTL from its creation (incr does not refresh
+// it), so that idle names leave nothing behind, and is then created again
+// from the clock. What is guaranteed:
+//
+//   - while a counter lives, its fences strictly increase, and each is drawn
+//     while its holder holds the lock (a draw that ends later than the
+//     lock's TTL after the acquire was sent is checked with one more gets,
+//     and reported as not acquired when the lock was lost meanwhile);
+//   - across a counter's loss, fences keep increasing as long as the clock
+//     that times the new counter is ahead of the lost counter's value: with
+//     WithServerClock, the server's clock in whole seconds (the time field of
+//     memcached's stats), this holds unless the counter is lost within the
+//     second of the server's clock in which it was created (a restart or a
+//     flush_all within a second of a name's first fenced lock), or the
+//     server's clock goes back; without it, this process's clock in
+//     microseconds, which holds as long as the clocks of the processes that
+//     share the lock agree to within the time between the lost counter's
+//     last draw and the new counter's first. Under a million draws per
+//     second of a counter's life are assumed (memcached serves far fewer per
+//     key).
+//
+// # Keys
+//
+// memcached keys are at most 250 bytes, without spaces or control
+// characters. A key that breaks these rules (a long prefix, a name with a
+// space), or that begins with "reqlock-sha256:", is replaced by
+// "reqlock-sha256:" and the hex SHA-256 of the key; so is the fence
+// counter's key (the lock's key and ":fence"). Every client of a lock
+// derives the same key.
+//
+// # Limits
+//
+//   - Eviction: memcached evicts items under memory pressure, locks included:
+//     an evicted lock is free for another holder while its first holder
+//     still works. Give memcached enough memory for its locks, or run it
+//     with -M (errors instead of evictions: a full server then fails
+//     acquires with an error, reported as core.ErrStorage, instead of
+//     breaking mutual exclusion), preferably an instance of its own.
+//   - No replication: memcached keeps items in one process's memory. A
+//     restart or a failover to another server loses every lock (held names
+//     are free at once) and every fence counter (see Fencing). A client
+//     that spreads keys over several servers (memcache.New with several
+//     addresses) keeps each lock on one of them, and loses the locks of a
+//     server that goes away.
+//   - No push wake-ups: memcached has no pub/sub, so the store is no
+//     core.Notifier; waiters retry after their random sleep (core.WithSpin).
+//   - No fairness: whichever attempt comes first after a release wins.
+//   - After a restart of memcached, each idle connection of the client fails
+//     its next call once (gomemcache does not retry): the Locker reports such
+//     a call as core.ErrStorage, and its next attempt dials anew.
+//   - gomemcache takes no context: a call whose context ends first returns
+//     the context's error at once and goes on in the background, bounded by
+//     the client's Timeout (memcache.DefaultTimeout, 500 ms, when zero);
+//     Close waits for such calls.
+//
+// An attempt that fails after its add may have reached memcached (a lost
+// reply, a deadline, a stalled server) is undone by a compare-and-delete of
+// its token, at once and again in the background until it deletes the key
+// or memcached has answered for the attempt's TTL (internal/undo, shared
+// with reqlock's Redis stores), so that a late add does not lock the name
+// without a holder.
+package memcachedstore

@@ -1,0 +1,57 @@
+// Package rueidisstore keeps reqlock's locks in Redis through the
+// github.com/redis/rueidis client: a core.Store for core.NewWithStore,
+// with push wake-ups (core.Notifier) and Redlock fencing
+// (core.FenceRaiser).
+//
+//	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+//	store, err := rueidisstore.New(client)
+//	locker := core.NewWithStore(store, core.WithFencing(), core.WithNotify())
+//
+// It speaks the same protocol as the go-redis store of core
+// (core.NewRedisStore): the same keys, the same Lua scripts
+// (internal/redisscript) and the same release channel, so that Lockers on
+// go-redis and on rueidis share one lock, one fence counter and one
+// wake-up channel, and can be mixed during a migration from one client to
+// the other.
+//
+//   - Acquire is Redis's documented single-instance lock: SET key token NX PX
+//     ttl GET, one native command (acquire.lua on servers before Redis 7.0,
+//     which reject NX with GET); a reply with the caller's own token (an
+//     attempt sent again) counts as acquired and resets the TTL. With
+//     fencing, acquire_fenced.lua also draws the next fencing token
+//     (Kleppmann's fencing tokens): the larger of the name's counter + 1 and
+//     the server's clock in microseconds, so that fences keep increasing
+//     across a FLUSHALL or a restart without persistence.
+//   - Release is compare-and-delete (release.lua), which also publishes on
+//     the key's release channel once the Store was announced (a Locker with
+//     core.WithNotify announces it).
+//   - Extend is compare-and-extend (extend.lua, extend_fenced.lua).
+//
+// Each is one round trip: an uncontended acquire and release take two.
+// Scripts are sent by EVAL the first time and by EVALSHA afterwards (with
+// rueidis's EVAL fallback after a NOSCRIPT). TTLs count milliseconds on the
+// server's clock. A lock's key, fence counter and release channel share a
+// cluster hash tag (core's keys are "prefix{name}"), so a Redis Cluster
+// keeps them in one slot; rueidis follows the cluster's slots and
+// redirections by itself.
+//
+// Watch keeps one dedicated connection per Store (rueidis's Dedicate with
+// pub/sub hooks), subscribed to the release channels of the keys that have
+// waiters in this process, or had one within the linger
+// (WithNotifyLinger); when the connection fails it takes another and
+// subscribes again. Notices may be lost meanwhile: waiters still retry at
+// the end of their random sleep.
+//
+// An attempt that fails after its command may have reached Redis (a lost
+// reply, a deadline, a stalled server) is undone by a compare-and-delete of
+// its token, at once and again in the background until it deletes the key
+// or Redis has answered for the attempt's TTL (internal/undo, shared with
+// the go-redis store), so that a late SET does not lock the name without a
+// holder.
+//
+// Limits are those of Redis: replication is asynchronous, so that a
+// failover (Sentinel, Cluster) may promote a replica that never saw a lock,
+// and a restart without persistence frees every lock; use core.NewRedlock
+// over independent nodes where that matters. rueidis honours context
+// deadlines on its own: a Locker's I/O timeout bounds every call.
+package rueidisstore

@@ -1,0 +1,438 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/reqlock/reqlock/core"
+)
+
+// MaxKeyLen is the longest key the store accepts, in bytes (the width of
+// the table's key column on MySQL). A Locker's key is its prefix and at most
+// 130 bytes more (a name of up to core.MaxNameLen bytes, or the hash of a
+// longer one, in braces): well below it with any reasonable prefix.
+const MaxKeyLen = 1024
+
+// maxTokenLen is the width of the token column on MySQL; a Locker's tokens
+// are 26 bytes.
+const maxTokenLen = 255
+
+// Store is a core.Store on PostgreSQL or MySQL/MariaDB through database/sql.
+// Build it with New; it is safe for concurrent use. See the package doc for
+// the table and how each call works.
+type Store struct {
+	db      *sql.DB
+	dialect Dialect
+	table   string
+	q       queries
+	stmts   *stmtCache // MySQL: prepared statements, one round trip per call
+	undos   *undos     // clean-ups of failed attempts
+
+	// Set by the package's tests only: trace sees every statement the store
+	// sends with its arguments; noUndo turns the clean-ups off.
+	trace  func(query string, args []any)
+	noUndo bool
+}
+
+var (
+	_ core.Store = (*Store)(nil)
+)
+
+// New returns a Store that keeps its locks in a table of the database db,
+// which it does not close. It sends nothing to the database: the table must
+// exist before the first lock is taken (see CreateTable and Migration), and
+// a call made without it fails with an error that wraps ErrNoTable and
+// names the migration to run.
+//
+// The dialect is WithDialect's, or told from db's driver (see WithDialect).
+// A nil db, an invalid option or a dialect that cannot be told returns an
+// error and no Store.
+func New(db *sql.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("sqlstore: New: the *sql.DB is nil")
+	}
+	cfg := config{table: DefaultTable}
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("sqlstore: New: option %d is nil", i)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.dialect == 0 {
+		d, err := detect(db.Driver())
+		if err != nil {
+			return nil, err
+		}
+		cfg.dialect = d
+	}
+	s := &Store{db: db, dialect: cfg.dialect, table: cfg.table}
+	name := cfg.dialect.quote(cfg.table)
+	switch cfg.dialect {
+	case PostgreSQL:
+		seq := cfg.dialect.quote(cfg.table + "_fence")
+		f := func(q string) string { return fmt.Sprintf(q, name, seq) }
+		s.q = queries{
+			acquire: f(pgAcquire), release: f(pgRelease), extend: f(pgExtend),
+			undo: f(pgUndo), purge: f(pgPurge), check: fmt.Sprintf(pgCheck, name),
+		}
+	case MySQL:
+		f := func(q string) string { return fmt.Sprintf(q, name) }
+		s.q = queries{
+			acquire: f(mysqlAcquire), release: f(mysqlRelease), extend: f(mysqlExtend),
+			undo: f(mysqlUndo), purge: f(mysqlPurge), check: f(mysqlCheck),
+		}
+		s.stmts = &stmtCache{db: db, stmts: make(map[string]*sql.Stmt)}
+	}
+	s.undos = newUndos(s)
+	return s, nil
+}
+
+// Dialect returns the store's SQL dialect.
+func (s *Store) Dialect() Dialect { return s.dialect }
+
+// Table returns the name of the store's lock table.
+func (s *Store) Table() string { return s.table }
+
+// Migration returns the DDL of the store's lock table and, on PostgreSQL,
+// its fencing sequence: the file migrations/postgresql.sql or
+// migrations/mysql.sql of this module, with the names of WithTable. It is
+// what CreateTable runs, for the migration tool of an application whose
+// database user may not create tables.
+func (s *Store) Migration() string { return s.dialect.migration(s.table) }
+
+// CreateTable creates the lock table (and on PostgreSQL its fencing
+// sequence) if it does not exist, by running Migration's statements. It
+// is idempotent, and safe to call from several processes at once; it
+// changes nothing in a table that exists. A Store never creates its table
+// by itself: call CreateTable when the application starts, or run
+// Migration with the application's migrations.
+func (s *Store) CreateTable(ctx context.Context) error {
+	for _, stmt := range statements(s.Migration()) {
+		var err error
+		for attempt := 0; ; attempt++ {
+			_, err = s.db.ExecContext(ctx, stmt)
+			// Two PostgreSQL sessions creating the same table at once may
+			// collide on the catalog (unique_violation) despite IF NOT
+			// EXISTS; the second attempt finds the table.
+			if err == nil || attempt == 2 || !raceOnCreate(err) {
+				break
+			}
+		}
+		if err != nil {
+			return s.fail(ctx, "create table "+s.table, err)
+		}
+	}
+	return nil
+}
+
+// Check reports whether the lock table (and on PostgreSQL its fencing
+// sequence) can be used: nil, an error that wraps ErrNoTable when one is
+// missing, or the database's error. It changes nothing. An application may
+// call it when it starts, to fail early rather than at its first lock.
+func (s *Store) Check(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, s.q.check); err != nil {
+		return s.fail(ctx, "check", err)
+	}
+	if s.dialect == PostgreSQL {
+		var n int64
+		q := "SELECT last_value FROM " + s.dialect.quote(s.table+"_fence")
+		if err := s.db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			return s.fail(ctx, "check", err)
+		}
+	}
+	return nil
+}
+
+// TryAcquire takes key for token for ttl if key is free, expired, or held
+// by token already (a re-sent attempt, which then gets the full ttl again),
+// in one statement: INSERT ... ON CONFLICT DO UPDATE ... WHERE on
+// PostgreSQL, INSERT ... ON DUPLICATE KEY UPDATE on MySQL. With fenced it
+// returns the fencing token drawn for the new holder in the same statement,
+// also for a re-sent attempt (a new, higher one).
+//
+// An attempt that fails after its statement may have reached the database
+// (no answer came back) is undone in the background: see Close.
+func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	if err := checkArgs(key, token, ttl); err != nil {
+		return false, 0, err
+	}
+	if err := ctx.Err(); err != nil { // nothing sent: nothing to undo
+		return false, 0, fmt.Errorf("sqlstore: acquire %q: %w", key, err)
+	}
+	sent := time.Now()
+	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced)
+	if err != nil {
+		if mayHaveApplied(err) && !s.noUndo {
+			s.undos.undo(ctx, key, token, ttl, sent)
+		}
+		return false, 0, s.fail(ctx, "acquire "+strconv.Quote(key), err)
+	}
+	if !fenced {
+		fence = 0
+	}
+	return ok, fence, nil
+}
+
+func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	us := micros(ttl)
+	switch s.dialect {
+	case PostgreSQL:
+		var fence int64
+		err := s.queryOne(ctx, &fence, s.q.acquire, []byte(key), token, us, fenced)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, 0, nil
+		}
+		return err == nil, fence, err
+	default:
+		res, err := s.exec(ctx, s.q.acquire, key, token, us, token, token, token, token, us)
+		if err != nil {
+			return false, 0, err
+		}
+		fence, err := res.LastInsertId()
+		return err == nil && fence > 0, fence, err
+	}
+}
+
+// Release frees key if token holds it and it has not expired, and reports
+// whether it did. On PostgreSQL the row is deleted (also when it had
+// expired and nobody took it: then Release reports false); on MySQL it is
+// marked free and kept, with the key's last fence.
+func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
+	if err := checkArgs(key, token, time.Microsecond); err != nil {
+		return false, err
+	}
+	var ok bool
+	var err error
+	switch s.dialect {
+	case PostgreSQL:
+		err = s.queryOne(ctx, &ok, s.q.release, []byte(key), token)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+	default:
+		var res sql.Result
+		if res, err = s.exec(ctx, s.q.release, key, token); err == nil {
+			var n int64
+			n, err = res.RowsAffected()
+			ok = n > 0
+		}
+	}
+	if err != nil {
+		return false, s.fail(ctx, "release "+strconv.Quote(key), err)
+	}
+	return ok, nil
+}
+
+// Extend resets the TTL of key to ttl, from now by the database's clock, if
+// token holds it and it has not expired, and reports whether it did. With
+// fenced it draws a new, higher fencing token in the same statement.
+func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	if err := checkArgs(key, token, ttl); err != nil {
+		return false, 0, err
+	}
+	us := micros(ttl)
+	var ok bool
+	var fence int64
+	var err error
+	switch s.dialect {
+	case PostgreSQL:
+		err = s.queryOne(ctx, &fence, s.q.extend, []byte(key), token, us, fenced)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, 0, nil
+		}
+		ok = err == nil
+	default:
+		var res sql.Result
+		if res, err = s.exec(ctx, s.q.extend, fenced, us, key, token); err == nil {
+			var n int64
+			if fence, err = res.LastInsertId(); err == nil {
+				n, err = res.RowsAffected()
+			}
+			ok = fence > 0 || n > 0
+		}
+	}
+	if err != nil {
+		return false, 0, s.fail(ctx, "extend "+strconv.Quote(key), err)
+	}
+	if !ok || !fenced {
+		fence = 0
+	}
+	return ok, fence, nil
+}
+
+// Purge deletes the rows of locks that expired (or, on MySQL, were
+// released) at least olderThan ago by the database's clock, and returns how
+// many it deleted. Locks are never lost by it: a lock that expired is
+// taken over by the next acquire of its key anyway; Purge only keeps the
+// table from growing with keys that are not used again (a lock whose holder
+// died, and on MySQL every key that was ever locked).
+//
+// On MySQL, olderThan counts as at least MinPurgeAge. A purged row takes
+// the last fence of its key with it, and the key's next fence is then drawn
+// from the database's clock: above the purged fence, unless an acquire read
+// the clock before that fence was drawn and then stalled for longer than
+// the purge's age before writing its row, which a minute rules out. On
+// PostgreSQL fences come from a sequence and olderThan may be 0.
+func (s *Store) Purge(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < 0 {
+		return 0, fmt.Errorf("sqlstore: Purge: olderThan %v is negative", olderThan)
+	}
+	if s.dialect == MySQL {
+		olderThan = max(olderThan, MinPurgeAge)
+	}
+	res, err := s.exec(ctx, s.q.purge, olderThan.Microseconds())
+	if err != nil {
+		return 0, s.fail(ctx, "purge", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, s.fail(ctx, "purge", err)
+	}
+	return n, nil
+}
+
+// MinPurgeAge is the least age at which Purge deletes a row on MySQL.
+const MinPurgeAge = time.Minute
+
+// Close ends the clean-ups of failed attempts that are still retrying in
+// the background (see TryAcquire; their locks expire with their TTL) and
+// waits for their goroutine, and closes the prepared statements of the
+// store (MySQL). It does not close the *sql.DB. The store still works after
+// Close, without background clean-ups.
+func (s *Store) Close() error {
+	s.undos.close()
+	if s.stmts != nil {
+		return s.stmts.close()
+	}
+	return nil
+}
+
+// checkArgs rejects what the table cannot hold.
+func checkArgs(key, token string, ttl time.Duration) error {
+	switch {
+	case key == "":
+		return errors.New("sqlstore: the key is empty")
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("sqlstore: the key is %d bytes long, more than MaxKeyLen (%d)", len(key), MaxKeyLen)
+	case token == "":
+		return errors.New("sqlstore: the token is empty")
+	case len(token) > maxTokenLen:
+		return fmt.Errorf("sqlstore: the token is %d bytes long, more than %d", len(token), maxTokenLen)
+	case ttl <= 0:
+		return fmt.Errorf("sqlstore: the TTL %v is not positive", ttl)
+	}
+	return nil
+}
+
+// micros returns ttl in whole microseconds, rounded up: the databases'
+// resolution.
+func micros(ttl time.Duration) int64 {
+	return int64((ttl + time.Microsecond - 1) / time.Microsecond)
+}
+
+// maxTries bounds the runs of a statement that the database rolled back
+// for a conflict with a concurrent one (see retryable).
+const maxTries = 5
+
+// queryOne runs a statement that returns at most one row and scans it into
+// dest (sql.ErrNoRows: none).
+func (s *Store) queryOne(ctx context.Context, dest any, query string, args ...any) error {
+	for try := 1; ; try++ {
+		if s.trace != nil {
+			s.trace(query, args)
+		}
+		err := s.db.QueryRowContext(ctx, query, args...).Scan(dest)
+		if try == maxTries || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// exec runs a statement, prepared once per connection on MySQL.
+func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	for try := 1; ; try++ {
+		if s.trace != nil {
+			s.trace(query, args)
+		}
+		res, err := s.exec1(ctx, query, args)
+		if try == maxTries || !retryable(err) || ctx.Err() != nil {
+			return res, err
+		}
+	}
+}
+
+func (s *Store) exec1(ctx context.Context, query string, args []any) (sql.Result, error) {
+	if s.stmts != nil {
+		stmt, err := s.stmts.get(ctx, query)
+		if err != nil {
+			return nil, notSent{err}
+		}
+		if stmt != nil {
+			return stmt.ExecContext(ctx, args...)
+		}
+	}
+	return s.db.ExecContext(ctx, query, args...)
+}
+
+// notSent wraps the error of a statement that was not sent: its
+// preparation failed.
+type notSent struct{ error }
+
+func (e notSent) Unwrap() error { return e.error }
+
+// stmtCache prepares each statement once for the *sql.DB, which prepares it
+// again on each connection it runs on: after that, a call is one round
+// trip on MySQL (COM_STMT_EXECUTE), where a statement with arguments sent
+// by db.ExecContext is two (prepare, execute) unless the DSN sets
+// interpolateParams.
+type stmtCache struct {
+	db     *sql.DB
+	mu     sync.Mutex
+	stmts  map[string]*sql.Stmt
+	closed bool
+}
+
+// get returns the prepared statement of query, preparing it if needed;
+// nil after close (the caller runs the query unprepared). A failed
+// preparation (the database down, the table missing) is tried again by the
+// next call.
+func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	st, ok := c.stmts[query]
+	closed := c.closed
+	c.mu.Unlock()
+	if ok || closed {
+		return st, nil
+	}
+	st, err := c.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.stmts[query]; ok || c.closed { // prepared meanwhile, or closed
+		_ = st.Close()
+		return prev, nil
+	}
+	c.stmts[query] = st
+	return st, nil
+}
+
+func (c *stmtCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	var errs []error
+	for q, st := range c.stmts {
+		errs = append(errs, st.Close())
+		delete(c.stmts, q)
+	}
+	return errors.Join(errs...)
+}

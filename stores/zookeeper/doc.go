@@ -1,0 +1,88 @@
+// Package zkstore keeps reqlock's locks in Apache ZooKeeper (3.5.3 or
+// later), on a github.com/go-zookeeper/zk connection:
+//
+//	conn, _, err := zk.Connect([]string{"zk1:2181", "zk2:2181", "zk3:2181"}, 10*time.Second)
+//	if err != nil {
+//		return err
+//	}
+//	defer conn.Close()
+//	store, err := zkstore.New(conn, zkstore.WithRoot("/myapp/locks"))
+//	if err != nil {
+//		return err
+//	}
+//	defer store.Close()
+//	locker := core.NewWithStore(store, core.WithWatchdog(), core.WithFencing())
+//	defer locker.Close()
+//
+// # The recipe
+//
+// Locks follow Apache Curator's InterProcessMutex recipe (and
+// go-zookeeper's own zk.Lock). Each key has a parent node under the root
+// (the key escaped so that '/' and other characters are safe), created as
+// a container node that ZooKeeper deletes once it is empty. Each contender
+// creates an EPHEMERAL_SEQUENTIAL child named after its token, so that a
+// client that lost the reply of its create finds its own node (Curator's
+// "protected" mode); the lowest live child holds the lock.
+//
+// ZooKeeper has no TTL on ephemeral nodes, while a reqlock lock must expire
+// after its TTL even while its holder's session lives. So a node's data is
+// its TTL, and a node is dead once the server's clock passes its mtime (the
+// server's time of its last write) plus that TTL. Time is only ever read
+// from the server: a contender learns the server's "now" from the ctime of
+// its own, just created node, and deletes a dead node ahead of it with the
+// version it read, so that a node extended meanwhile is never deleted.
+// Extend is a SetData guarded by the node's version, which moves its
+// mtime; Release deletes the node (guarded by its version) and sets the
+// data of the key's parent node in one multi-operation, whose reply
+// carries the server's time and so tells whether the lock had expired.
+//
+// ZooKeeper's own liveness applies too, as in Curator: when the holder's
+// session expires (its client was cut off from the ensemble for longer
+// than the session timeout), ZooKeeper deletes its nodes and another
+// process can take the lock at once, before the lock's TTL has run out.
+// The holder learns it at its next Extend, which reports the lock lost
+// (with core.WithWatchdog the lease's Done closes then). Choose a session
+// timeout well above the watchdog's interval, and use fencing where a
+// second holder must be refused by the resource itself.
+//
+// # The fair queue
+//
+// The store is a core.Queuer, for core.WithFair: the children of a key's
+// parent node are a queue in arrival order already. A waiter keeps its
+// node between polls (Enqueue) and renews it at each; its node's TTL is
+// its patience, so that a waiter that stops polling is dead after its
+// patience and the contender behind it deletes its node. A release
+// deletes the holder's node; ZooKeeper tells the waiter right behind it,
+// which watches only that node (no herd), and Grants hands it the lock:
+// one listing after the watch fires. A waiter that gives up deletes its
+// node (Dequeue), which passes a lock granted to it meanwhile on.
+//
+// # Fencing
+//
+// Fences are ZooKeeper transaction ids (zxids), which increase across the
+// whole ensemble, through leader elections and restarts: an acquire's fence
+// is the parent node's pzxid in the listing that showed its node lowest
+// (the zxid of the last change of the children, at least the deletion of
+// the previous holder's node), and a fenced Extend's is the zxid of its
+// SetData. Each is higher than every fence drawn before it on the key.
+//
+// # Round trips
+//
+// An uncontended acquire takes two round trips (create; list the children
+// and read the new node's stat, pipelined) and a release one: three in
+// all. The first acquire of a key whose parent node is missing takes two
+// more. An attempt that finds the key busy takes four (create, list, read
+// the holder, delete its own node), and leaves nothing behind. Watch (push
+// wake-ups for core.WithNotify) sets one data watch on the holder's node
+// per key and process. A queued waiter's poll takes two round trips (renew
+// and list, pipelined; read the lowest node), a grant one after the
+// release's watch event, and a waiter's Dequeue one.
+//
+// # Limits
+//
+// Expiry is judged by the ZooKeeper leader's wall clock (a transaction's
+// time is the leader's): the leaders of an ensemble should keep their
+// clocks in step (NTP), and a step of the leader's clock moves the expiry
+// of every lock. A node's times count milliseconds. The store needs the
+// root for itself: nodes that others create under it are ignored.
+package zkstore

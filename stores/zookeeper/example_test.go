@@ -1,0 +1,39 @@
+package zkstore_test
+
+import (
+	"context"
+	"log"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/reqlock/reqlock/core"
+	zkstore "github.com/reqlock/reqlock/stores/zookeeper"
+)
+
+// A Locker on ZooKeeper: fenced leases renewed by the watchdog, waiters
+// woken by ZooKeeper's watches. The connection and the store are the
+// caller's to close, the store first.
+func ExampleNew() {
+	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	store, err := zkstore.New(conn, zkstore.WithRoot("/myapp/locks"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	locker := core.NewWithStore(store, core.WithWatchdog(), core.WithFencing(), core.WithNotify())
+	defer locker.Close()
+
+	ctx := context.Background()
+	lease, err := locker.Acquire(ctx, "order:42")
+	if err != nil {
+		log.Fatal(err) // core.ErrTimeout: busy; core.ErrStorage: ZooKeeper unreachable
+	}
+	defer lease.Release(ctx)
+	// Pass lease.Fence() to the resource, which refuses lower fences.
+	_ = lease.Fence()
+}

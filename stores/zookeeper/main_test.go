@@ -1,0 +1,98 @@
+package zkstore_test
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
+
+	"github.com/reqlock/reqlock/internal/servers"
+	zkstore "github.com/reqlock/reqlock/stores/zookeeper"
+)
+
+// shared is the ZooKeeper server most tests use; each test locks keys of
+// its own.
+var shared *servers.Process
+
+func TestMain(m *testing.M) {
+	var err error
+	if shared, err = servers.Launch(servers.ZooKeeperSpec()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	shared.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakCheck fails the test if it leaves goroutines behind. Call it first, so
+// that it runs after the test's other clean-ups (stores, connections).
+func leakCheck(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
+
+// quiet drops go-zookeeper's log lines (reconnections while a test has cut
+// the server off); the tests check the errors that reach the caller.
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
+
+// sessionTimeout is the session timeout of the tests' connections, unless
+// a test asks for another.
+const sessionTimeout = 4 * time.Second
+
+// dial returns a connection to addr (the shared server when empty) with
+// the given session timeout (sessionTimeout when 0), once it has a
+// session; it is closed when the test ends.
+func dial(t testing.TB, addr string, timeout time.Duration) *zk.Conn {
+	t.Helper()
+	if addr == "" {
+		addr = shared.Addr()
+	}
+	if timeout == 0 {
+		timeout = sessionTimeout
+	}
+	conn, _, err := zk.Connect([]string{addr}, timeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	deadline := time.Now().Add(10 * time.Second)
+	for conn.State() != zk.StateHasSession {
+		if time.Now().After(deadline) {
+			t.Fatalf("no ZooKeeper session with %s within 10s (state %v)", addr, conn.State())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return conn
+}
+
+// newStore returns a Store on conn, closed when the test ends (before
+// conn).
+func newStore(t testing.TB, conn *zk.Conn, opts ...zkstore.Option) *zkstore.Store {
+	t.Helper()
+	s, err := zkstore.New(conn, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+var seq atomic.Int64
+
+// uniq returns a key of the test's own, fresh on every run.
+func uniq(t testing.TB) string {
+	return fmt.Sprintf("test:{%s#%d-%d}", t.Name(), time.Now().UnixNano(), seq.Add(1))
+}

@@ -1,0 +1,130 @@
+package zkstore
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file names the nodes: a parent node per key under the root, and
+// under it one EPHEMERAL_SEQUENTIAL child per contender, named after its
+// token (Curator's "protected" names) and numbered by ZooKeeper.
+
+// nodePrefix starts every contender's name: "l-" + escaped token + "-" +
+// ZooKeeper's ten-digit sequence number.
+const nodePrefix = "l-"
+
+// seqDigits is the length of the sequence number ZooKeeper appends to a
+// sequential node's name.
+const seqDigits = 10
+
+// escape makes s a valid, unambiguous node name: letters, digits and
+// "-_.:{}@+=,~!*()[]" stay as they are, every other byte (the separator '/',
+// the escape '%', control characters, bytes of multi-byte UTF-8) becomes %XX.
+// ZooKeeper's reserved names "." and ".." are escaped too, and the empty
+// string becomes "%", which no other string escapes to.
+func escape(s string) string {
+	if s == "" {
+		return "%"
+	}
+	if strings.Trim(s, ".") == "" { // "." and "..", and longer runs of dots alike
+		return strings.Repeat("%2E", len(s))
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if safe(c) {
+			b.WriteByte(c)
+			continue
+		}
+		const hex = "0123456789ABCDEF"
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+// safe reports whether c may stand for itself in a node name.
+func safe(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-_.:{}@+=,~!*()[]", c) >= 0
+}
+
+// child is a contender's node under a key's parent node.
+type child struct {
+	name  string // the node's name
+	token string // the escaped token in its name
+	seq   int64  // ZooKeeper's sequence number
+}
+
+// parseChild reads a child's name; ok is false for a name that is not a
+// contender's (left there by something else), which the store ignores.
+func parseChild(name string) (c child, ok bool) {
+	if len(name) < len(nodePrefix)+1+seqDigits || !strings.HasPrefix(name, nodePrefix) || name[len(name)-seqDigits-1] != '-' {
+		return child{}, false
+	}
+	seq, err := strconv.ParseInt(name[len(name)-seqDigits:], 10, 64)
+	if err != nil || seq < 0 {
+		return child{}, false
+	}
+	return child{name: name, token: name[len(nodePrefix) : len(name)-seqDigits-1], seq: seq}, true
+}
+
+// sortChildren returns the contenders among names in the order of their
+// sequence numbers: the order in which they were created.
+func sortChildren(names []string) []child {
+	out := make([]child, 0, len(names))
+	for _, n := range names {
+		if c, ok := parseChild(n); ok {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b child) int { return cmp.Compare(a.seq, b.seq) })
+	return out
+}
+
+// find returns the index of the child whose name is name, or -1.
+func find(children []child, name string) int {
+	return slices.IndexFunc(children, func(c child) bool { return c.name == name })
+}
+
+// findToken returns the index of the first child of token (escaped), or -1.
+func findToken(children []child, token string) int {
+	return slices.IndexFunc(children, func(c child) bool { return c.token == token })
+}
+
+// A node's data is its TTL in milliseconds, in decimal: the node is dead
+// once the server's clock passes its mtime (the time of its last write) plus
+// this TTL.
+
+// encodeTTL returns the data of a node with ttl, rounded up to a whole
+// millisecond.
+func encodeTTL(ttl time.Duration) []byte {
+	return strconv.AppendInt(nil, ttlMillis(ttl), 10)
+}
+
+// ttlMillis is ttl in whole milliseconds, rounded up.
+func ttlMillis(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
+}
+
+// decodeTTL reads a node's TTL in milliseconds; ok is false for data that
+// is not a TTL (a node that never expires by time, only with its session).
+func decodeTTL(data []byte) (ms int64, ok bool) {
+	ms, err := strconv.ParseInt(string(data), 10, 64)
+	return ms, err == nil && ms > 0
+}
+
+// expired reports whether a node last written at mtime with data is dead at
+// now (all in the server's milliseconds). A millisecond clock truncates:
+// now > mtime+ttl means that more than ttl has passed since the write.
+func expired(mtime int64, data []byte, now int64) bool {
+	ms, ok := decodeTTL(data)
+	return ok && now > mtime+ms
+}
