@@ -439,6 +439,19 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 	}
 }
 
+// detach returns ctx without its cancellation and deadline, as
+// context.WithoutCancel does, but ctx itself when it has neither (the
+// context Release already detached, context.Background): the same context,
+// one allocation less on the release path.
+func detach(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		if _, ok := ctx.Deadline(); !ok {
+			return ctx
+		}
+	}
+	return context.WithoutCancel(ctx)
+}
+
 // callerErr returns the caller's context error: ctx's error, or
 // context.DeadlineExceeded once ctx's deadline has passed even if its timer
 // has not fired yet (a store's own timers for the same deadline may fire
@@ -497,7 +510,7 @@ func (l *Locker) unlock(ctx context.Context, lease *Lease) error {
 
 // unlockStore deletes the lease's lock in the store if it still holds it.
 func (l *Locker) unlockStore(ctx context.Context, lease *Lease) error {
-	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
+	ioCtx, cancel := context.WithTimeout(detach(ctx), l.cfg.ioTimeout)
 	defer cancel()
 	ok, err := l.store.Release(ioCtx, lease.key, lease.token)
 	if err != nil {
@@ -513,7 +526,7 @@ func (l *Locker) unlockStore(ctx context.Context, lease *Lease) error {
 // (a hand-over that failed, a lease its watchdog gave up), if it still holds
 // token; it is bounded by the I/O timeout.
 func (l *Locker) undo(ctx context.Context, key, token string) {
-	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
+	ioCtx, cancel := context.WithTimeout(detach(ctx), l.cfg.ioTimeout)
 	defer cancel()
 	_, _ = l.store.Release(ioCtx, key, token)
 }
