@@ -19,13 +19,13 @@ import (
 // trip (scripts run by EVAL the first time, by EVALSHA afterwards; see run).
 
 var (
-	acquireScript       = redis.NewScript(redisscript.Acquire)
+	acquireScript       = newScript(redisscript.Acquire)
 	acquireFencedScript = redis.NewScript(redisscript.AcquireFenced)
-	releaseScript       = redis.NewScript(redisscript.Release)
+	releaseScript       = newScript(redisscript.Release)
 	extendScript        = redis.NewScript(redisscript.Extend)
 	extendFencedScript  = redis.NewScript(redisscript.ExtendFenced)
 	fenceFloorScript    = redis.NewScript(redisscript.FenceFloor)
-	enqueueScript       = redis.NewScript(redisscript.Enqueue)
+	enqueueScript       = newScript(redisscript.Enqueue)
 	dequeueScript       = redis.NewScript(redisscript.Dequeue)
 )
 
@@ -80,7 +80,7 @@ func NewRedisStore(client redis.UniversalClient) Store {
 	s := &redisStore{client: client, cached: make(map[*redis.Script]*atomic.Bool), linger: DefaultNotifyLinger}
 	s.undos.ctx, s.undos.cancel = context.WithCancel(context.Background())
 	s.undos.kick = make(chan struct{}, 1)
-	for _, sc := range []*redis.Script{acquireScript, acquireFencedScript, releaseScript, extendScript, extendFencedScript, fenceFloorScript, enqueueScript, dequeueScript} {
+	for _, sc := range []*redis.Script{acquireScript.Script, acquireFencedScript, releaseScript.Script, extendScript, extendFencedScript, fenceFloorScript, enqueueScript.Script, dequeueScript} {
 		s.cached[sc] = new(atomic.Bool)
 	}
 	if c, ok := client.(interface{ ReloadState(context.Context) }); ok && client != nil && !isNilPointer(client) {
@@ -127,6 +127,21 @@ const fenceGrace = redisscript.FenceGrace
 func fenceKey(key string) string  { return redisscript.FenceKey(key) }
 func channelOf(key string) string { return redisscript.Channel(key) }
 
+// The suffixes that make the companion keys and the channel of a lock key,
+// for building them straight into a command's arguments (cmdArgs.put).
+var (
+	fenceSuffix   = redisscript.FenceKey("")
+	queueSuffix   = redisscript.QueueKey("")
+	waitersSuffix = redisscript.WaitersKey("")
+	channelSuffix = redisscript.Channel("")
+)
+
+// companionsLen is the length of key, its companion keys and its channel,
+// the variable arguments of the scripts of redisscript.Keys but the token.
+func companionsLen(key string) int {
+	return 5*len(key) + len(fenceSuffix) + len(queueSuffix) + len(waitersSuffix) + len(channelSuffix)
+}
+
 // TryAcquire is Redis's documented single-instance lock: SET key token NX
 // PX ttl GET, one native command. GET returns the value the key already had:
 // none means the key is now ours; our own token means that the client
@@ -165,7 +180,16 @@ func (s *redisStore) tryAcquire(ctx context.Context, key, token string, ttl time
 		return err == nil && fence > 0, fence, err
 	}
 	if !s.noSetGet.Load() {
-		old, err := s.client.SetArgs(ctx, key, token, redis.SetArgs{Mode: "NX", TTL: ttl, Get: true}).Result()
+		a := newCmdArgs(7, 3, len(key)+len(token)+decLen(ttl.Milliseconds()))
+		a.add("set")
+		a.put(key)
+		a.put(token)
+		a.add("px")
+		a.putInt(ttl.Milliseconds())
+		a.add("nx", "get")
+		cmd := redis.NewStringCmd(ctx, a.list...)
+		_ = s.client.Process(ctx, cmd)
+		old, err := cmd.Result()
 		switch {
 		case err == redis.Nil:
 			return true, 0, nil
@@ -183,7 +207,11 @@ func (s *redisStore) tryAcquire(ctx context.Context, key, token string, ttl time
 		}
 		s.noSetGet.Store(true)
 	}
-	n, err := s.run(ctx, acquireScript, []string{key}, token, ttl.Milliseconds()).Int64()
+	a := scriptArgs(acquireScript, "1", 3, 3, len(key)+len(token)+decLen(ttl.Milliseconds()))
+	a.put(key)
+	a.put(token)
+	a.putInt(ttl.Milliseconds())
+	n, err := call(ctx, s, acquireScript, a, redis.NewCmd).Int64()
 	return n == 1, 0, err
 }
 
@@ -197,17 +225,33 @@ func isSyntaxError(err error) bool {
 // holds token. Once Announce was called, the same script publishes on the
 // key's release channel.
 func (s *redisStore) Release(ctx context.Context, key, token string) (bool, error) {
-	n, err := s.run(ctx, releaseScript, redisscript.Keys(key), s.releaseArgs(key, token)...).Int64()
+	n, err := s.release(ctx, key, token)
 	return n == 1, s.failed(err)
 }
 
-// releaseArgs are the arguments of release.lua for key and token.
-func (s *redisStore) releaseArgs(key, token string) []any {
-	announce := "0"
+// release runs release.lua for key and token (see call).
+func (s *redisStore) release(ctx context.Context, key, token string) (int64, error) {
+	return call(ctx, s, releaseScript, s.releaseArgs(key, token), redis.NewCmd).Int64()
+}
+
+// releaseArgs are the EVALSHA arguments of release.lua for key and token:
+// the keys of redisscript.Keys, the token, the key's channel, whether to
+// announce the release, and the fence counter's grace.
+func (s *redisStore) releaseArgs(key, token string) *cmdArgs {
+	a := scriptArgs(releaseScript, "4", 8, 6, companionsLen(key)+len(token))
+	a.put(key)
+	a.put(key, fenceSuffix)
+	a.put(key, queueSuffix)
+	a.put(key, waitersSuffix)
+	a.put(token)
+	a.put(key, channelSuffix)
 	if s.announce.Load() {
-		announce = "1"
+		a.add("1")
+	} else {
+		a.add("0")
 	}
-	return []any{token, channelOf(key), announce, fenceGrace.Milliseconds()}
+	a.add(fenceGraceArg)
+	return a
 }
 
 // Extend is compare-and-extend (extend.lua), or with fenced
@@ -238,12 +282,8 @@ func (s *redisStore) RaiseFence(ctx context.Context, key, token string, fence in
 // trip): take key if it is free and nobody lives ahead of token in its
 // queue, else queue token or keep its place, renewed for patience.
 func (s *redisStore) Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (Grant, error) {
-	f := "0"
-	if fenced {
-		f = "1"
-	}
 	sent := time.Now()
-	r, err := s.run(ctx, enqueueScript, redisscript.Keys(key), token, ttl.Milliseconds(), patience.Milliseconds(), f, channelOf(key), fenceGrace.Milliseconds()).Int64Slice()
+	r, err := call(ctx, s, enqueueScript, enqueueArgs(key, token, ttl, patience, fenced), redis.NewIntSliceCmd).Result()
 	if err != nil {
 		if mayHaveApplied(err) {
 			// The call may have taken key, or queued token: leave, at once
@@ -256,6 +296,28 @@ func (s *redisStore) Enqueue(ctx context.Context, key, token string, ttl, patien
 		return Grant{}, fmt.Errorf("reqlock: enqueue: unexpected reply %v", r)
 	}
 	return Grant{OK: r[0] == 1, Fence: r[1], TTL: time.Duration(r[2]) * time.Millisecond}, nil
+}
+
+// enqueueArgs are the EVALSHA arguments of enqueue.lua: the keys of
+// redisscript.Keys, the token, the TTL and the patience in ms, fenced ("1"
+// or "0"), the key's channel and the fence counter's grace.
+func enqueueArgs(key, token string, ttl, patience time.Duration, fenced bool) *cmdArgs {
+	a := scriptArgs(enqueueScript, "4", 10, 8, companionsLen(key)+len(token)+decLen(ttl.Milliseconds())+decLen(patience.Milliseconds()))
+	a.put(key)
+	a.put(key, fenceSuffix)
+	a.put(key, queueSuffix)
+	a.put(key, waitersSuffix)
+	a.put(token)
+	a.putInt(ttl.Milliseconds())
+	a.putInt(patience.Milliseconds())
+	if fenced {
+		a.add("1")
+	} else {
+		a.add("0")
+	}
+	a.put(key, channelSuffix)
+	a.add(fenceGraceArg)
+	return a
 }
 
 // Dequeue takes token out of key's queue (dequeue.lua, one round trip);

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/reqlock/reqlock/internal/redisscript"
 )
 
 // This file is the Redis store's clean-up of failed attempts (see
@@ -89,7 +87,7 @@ type undos struct {
 func (s *redisStore) undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	u := &undo{key: key, token: token, ttl: ttl, horizon: sent.Add(max(ttl, undoHorizon))}
 	if ctx.Err() == nil && !pastDeadline(ctx) { // the store's error may come a moment before ctx's timer fires
-		n, err := s.run(ctx, releaseScript, redisscript.Keys(key), s.releaseArgs(key, token)...).Int64()
+		n, err := s.release(ctx, key, token)
 		switch {
 		case err == nil && n == 1, errors.Is(err, redis.ErrClosed):
 			return
@@ -199,17 +197,17 @@ func (s *redisStore) sweepOnce(batch []*undo) map[*undo]bool {
 	defer cancel()
 	// EVALSHA once the script is known to the deployment; EVAL (which
 	// caches it) the first time and after a NOSCRIPT (a restarted server).
-	seen := s.cached[releaseScript]
+	seen := s.cached[releaseScript.Script]
 	sha := seen.Load()
 	cmds := make([]*redis.Cmd, len(batch))
 	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, u := range batch {
-			keys, args := redisscript.Keys(u.key), s.releaseArgs(u.key, u.token)
-			if sha {
-				cmds[i] = releaseScript.EvalSha(ctx, p, keys, args...)
-			} else {
-				cmds[i] = releaseScript.Eval(ctx, p, keys, args...)
+			a := s.releaseArgs(u.key, u.token)
+			if !sha {
+				a.list[0], a.list[1] = "eval", releaseScript.src
 			}
+			cmds[i] = redis.NewCmd(ctx, a.list...)
+			_ = p.Process(ctx, cmds[i])
 		}
 		return nil
 	})
