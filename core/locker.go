@@ -405,7 +405,7 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 		token := rand.Text() // 128 bits or more from crypto/rand
 		sent := time.Now()
 		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-		ok, fence, err := l.store.TryAcquire(ioCtx, req.Key, token, req.TTL, l.cfg.fencing)
+		ok, fence, err := l.tryAcquire(ioCtx, req, token, timer == nil) // no timer: no failed attempt yet
 		cancel()
 		if err != nil {
 			if cerr := callerErr(ctx); cerr != nil {
@@ -450,6 +450,16 @@ func detach(ctx context.Context) context.Context {
 		}
 	}
 	return context.WithoutCancel(ctx)
+}
+
+// tryAcquire is one attempt of spin in the store; first is set for the first
+// attempt of an Acquire, which expects the name to be free (see
+// freeAcquirer).
+func (l *Locker) tryAcquire(ctx context.Context, req *Request, token string, first bool) (bool, int64, error) {
+	if s, ok := l.store.(freeAcquirer); ok && first {
+		return s.tryAcquireFree(ctx, req.Key, token, req.TTL, l.cfg.fencing)
+	}
+	return l.store.TryAcquire(ctx, req.Key, token, req.TTL, l.cfg.fencing)
 }
 
 // callerErr returns the caller's context error: ctx's error, or
