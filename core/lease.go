@@ -325,7 +325,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.releaseOnce.Do(func() {
 		l.stopWatchdog() // no renewal races the release
-		ctx := context.WithoutCancel(ctx)
+		ctx := detach(ctx)
 		start := time.Now()
 		l.mu.Lock()
 		before := l.outcomeLocked(start)

@@ -225,8 +225,8 @@ func WithWatchdogInterval(d time.Duration) Option {
 //
 // Fencing needs Redis 5.0 or later, whose scripts may read the clock before
 // writing (scripts are replicated by their effects). It replaces the native
-// SET ... NX GET by a script, which costs Redis a little more CPU per
-// attempt; round trips are unchanged. Tokens are 64-bit integers of about
+// SET ... NX GET of the attempts after the first by a script, which costs
+// Redis a little more CPU per attempt; round trips are unchanged. Tokens are 64-bit integers of about
 // 1.7e15 (microseconds since 1970): store them in 64-bit columns.
 func WithFencing() Option {
 	return func(c *config) { c.fencing = true }
