@@ -328,3 +328,27 @@ func TestGrants(t *testing.T) {
 		t.Fatal("the grant of mine did not reach its waiter after the new subscription")
 	}
 }
+
+// An uncontended acquire and release of a fair Locker on rueidis take two
+// round trips, as without WithFair (once the scripts are cached).
+func TestFairUncontendedIsTwoRoundTrips(t *testing.T) {
+	leakCheck(t)
+	l, n := clients[1].locker(t, core.WithFair())
+	ctx := context.Background()
+	name := uniq(t)
+	for i := range 11 {
+		if i == 1 {
+			n.Store(0) // the first cycle caches the scripts
+		}
+		lease, err := l.Acquire(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := n.Load(); got != 20 {
+		t.Fatalf("10 uncontended fair acquire and release cycles took %d round trips, want 20", got)
+	}
+}
