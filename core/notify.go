@@ -2,12 +2,12 @@ package core
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/internal/redisscript"
 )
 
 // notifier is a Locker's shared subscription to release messages
@@ -288,19 +288,13 @@ func offer(c chan Grant, g Grant) {
 }
 
 // parseGrant reads a grant message of the fair queue, "token fence ttl" (ttl
-// in ms); a release notice of WithNotify is empty.
+// in ms; redisscript.ParseGrant); a release notice of WithNotify is empty.
 func parseGrant(payload string) (token string, g Grant, ok bool) {
-	token, rest, ok1 := strings.Cut(payload, " ")
-	fence, ttl, ok2 := strings.Cut(rest, " ")
-	if !ok1 || !ok2 {
+	token, fence, ttl, ok := redisscript.ParseGrant(payload)
+	if !ok {
 		return "", Grant{}, false
 	}
-	f, err1 := strconv.ParseInt(fence, 10, 64)
-	t, err2 := strconv.ParseInt(ttl, 10, 64)
-	if err1 != nil || err2 != nil || token == "" {
-		return "", Grant{}, false
-	}
-	return token, Grant{OK: true, Fence: f, TTL: time.Duration(t) * time.Millisecond}, true
+	return token, Grant{OK: true, Fence: fence, TTL: ttl}, true
 }
 
 // close ends the subscription and waits for its goroutines.

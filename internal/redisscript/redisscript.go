@@ -8,6 +8,8 @@ package redisscript
 
 import (
 	_ "embed"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -73,4 +75,22 @@ func WaitersKey(key string) string { return key + ":waiters" }
 // their order: the lock, its fence counter, queue and entries.
 func Keys(key string) []string {
 	return []string{key, FenceKey(key), QueueKey(key), WaitersKey(key)}
+}
+
+// ParseGrant reads a message of Channel that grants the lock to a waiter of
+// the fair queue, "token fence ttl" (queue.lua's grant; fence 0 when the
+// waiter asked for none, ttl in ms). ok is false for any other message,
+// such as a release notice of WithNotify (empty).
+func ParseGrant(payload string) (token string, fence int64, ttl time.Duration, ok bool) {
+	token, rest, ok1 := strings.Cut(payload, " ")
+	f, t, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || token == "" {
+		return "", 0, 0, false
+	}
+	fence, err1 := strconv.ParseInt(f, 10, 64)
+	ms, err2 := strconv.ParseInt(t, 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, false
+	}
+	return token, fence, time.Duration(ms) * time.Millisecond, true
 }

@@ -7,13 +7,14 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redisscript"
 )
 
-// notifier is a Store's subscription to release messages (Watch): one
-// dedicated connection (rueidis's Dedicate with pub/sub hooks), subscribed
-// to the channels of the keys that have waiters in this process, or had one
-// within the linger. Waiters only touch a map; subscribing and reading run
+// notifier is a Store's subscription to the messages of the lock channels
+// (Watch, Grants): one dedicated connection (rueidis's Dedicate with pub/sub
+// hooks), subscribed to the channels of the keys that have waiters in this
+// process, or had one within the linger. Waiters only touch a map; subscribing and reading run
 // on the notifier's goroutine and rueidis's, so that a waiter never blocks
 // on pub/sub I/O.
 type notifier struct {
@@ -32,10 +33,16 @@ type notifier struct {
 }
 
 // waiter is one Watch: c receives a signal when its key may have been
-// released.
+// released. A waiter of the fair queue (Grants) has a token instead, and
+// grants receives its grant (a message "token fence ttl" on the channel, see
+// queue.lua) or a Grant without OK when it should poll at once: when its
+// channel's subscription is (re)confirmed, a grant may have been published
+// before it.
 type waiter struct {
 	channel string
 	c       chan struct{}
+	token   string
+	grants  chan core.Grant
 }
 
 func newNotifier(client rueidis.Client, ioTimeout, linger time.Duration) *notifier {
@@ -51,10 +58,23 @@ func newNotifier(client rueidis.Client, ioTimeout, linger time.Duration) *notifi
 }
 
 // join registers a waiter for the releases of key, starting the
-// subscription at the first call. It returns nil once the notifier is
-// closed; the waiter then relies on its sleep alone.
+// subscription at the first call. It returns nil when n is nil (the Store
+// is closed) or closed; the waiter then relies on its sleep alone.
 func (n *notifier) join(key string, c chan struct{}) *waiter {
-	w := &waiter{channel: redisscript.Channel(key), c: c}
+	return n.add(&waiter{channel: redisscript.Channel(key), c: c})
+}
+
+// joinQueue registers a waiter of the fair queue for token's grant of key;
+// g has capacity 1. Like join, it returns nil when n is nil or closed; the
+// waiter then learns of its grant at its next poll.
+func (n *notifier) joinQueue(key, token string, g chan core.Grant) *waiter {
+	return n.add(&waiter{channel: redisscript.Channel(key), token: token, grants: g})
+}
+
+func (n *notifier) add(w *waiter) *waiter {
+	if n == nil {
+		return nil
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -81,7 +101,7 @@ func (n *notifier) join(key string, c chan struct{}) *waiter {
 
 // leave unregisters w; nil-safe.
 func (n *notifier) leave(w *waiter) {
-	if w == nil {
+	if n == nil || w == nil {
 		return
 	}
 	n.mu.Lock()
@@ -103,14 +123,63 @@ func (n *notifier) changed() {
 	}
 }
 
-// deliver signals the waiters of a message's channel.
+// deliver passes a message on to the waiters of its channel: a signal to
+// those of Watch, and to a waiter of Grants its grant. It runs on rueidis's
+// reading goroutine, and never blocks.
 func (n *notifier) deliver(m rueidis.PubSubMessage) {
+	token, fence, ttl, isGrant := redisscript.ParseGrant(m.Message)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for w := range n.waiters[m.Channel] {
+		switch {
+		case w.grants == nil:
+			signal(w.c)
+		case isGrant && w.token == token:
+			offer(w.grants, core.Grant{OK: true, Fence: fence, TTL: ttl})
+		}
+	}
+}
+
+// subscription hears the server's confirmations of the connection's
+// subscriptions: a confirmed channel asks its waiters of Grants to poll,
+// since a grant published before the subscription took effect was not
+// heard. It runs on rueidis's reading goroutine, and never blocks.
+func (n *notifier) subscription(s rueidis.PubSubSubscription) {
+	if s.Kind != "subscribe" {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for w := range n.waiters[s.Channel] {
+		if w.grants != nil {
+			offer(w.grants, core.Grant{})
+		}
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+// offer puts g in c (capacity 1), replacing a pending poll request: a grant
+// outranks it.
+func offer(c chan core.Grant, g core.Grant) {
+	for {
 		select {
-		case w.c <- struct{}{}:
-		default: // already signalled
+		case c <- g:
+			return
+		default:
+		}
+		select {
+		case old := <-c:
+			if old.OK {
+				c <- old
+				return
+			}
+		default:
 		}
 	}
 }
@@ -149,7 +218,7 @@ func (n *notifier) session() (healthy bool) {
 		dc.Close() // its subscriptions end with it
 		cancel()
 	}()
-	lost := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: n.deliver})
+	lost := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: n.deliver, OnSubscription: n.subscription})
 	subscribed := map[string]bool{}
 	expiry := time.NewTimer(time.Hour)
 	expiry.Stop()
@@ -221,8 +290,11 @@ func (n *notifier) diff(subscribed map[string]bool, now time.Time) (add, drop []
 	return add, drop, next
 }
 
-// close ends the subscription and waits for its goroutine.
+// close ends the subscription and waits for its goroutine; nil-safe.
 func (n *notifier) close() {
+	if n == nil {
+		return
+	}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
