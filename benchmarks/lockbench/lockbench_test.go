@@ -33,14 +33,15 @@ func TestSmallRun(t *testing.T) {
 	p.Procs, p.Goroutines, p.Attempts = 2, 3, 6
 	p.HotProcs, p.HotGoroutines, p.HotFor = 2, 2, 300*time.Millisecond
 	p.SoloOps = 10
+	p.ScaleProcs, p.ScaleGoroutines, p.ScaleAttempts = 2, []int{1, 3}, 4
 	p.RTT = 0
 	var log strings.Builder
 	rep, err := Run(context.Background(), p, Impls, AllScenarios, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Results) != len(Impls) || len(rep.Hot) != len(Impls) || len(rep.Solo) != len(Impls) {
-		t.Fatalf("%d, %d and %d results for %d implementations", len(rep.Results), len(rep.Hot), len(rep.Solo), len(Impls))
+	if len(rep.Results) != len(Impls) || len(rep.Hot) != len(Impls) || len(rep.Solo) != len(Impls) || len(rep.Scale) != 2*len(Impls) {
+		t.Fatalf("%d, %d, %d and %d results for %d implementations", len(rep.Results), len(rep.Hot), len(rep.Solo), len(rep.Scale), len(Impls))
 	}
 	// Every reqlock variant takes every lock. A peer may time out now and
 	// then: rueidislock's waiters can miss a wake-up (they have no timer to
@@ -90,12 +91,21 @@ func TestSmallRun(t *testing.T) {
 		}
 	}
 
+	for _, r := range rep.Scale {
+		if r.Contenders != 2*r.Goroutines || r.Attempts != 2*p.ScaleQuota(r.Goroutines) || !failedOK(r.Impl, r.Failed, r.Attempts) || r.Overlaps != 0 || r.ReleaseErrors != 0 || r.RoundTrips < 1 {
+			t.Errorf("scaling: %s: %+v", r.Impl, r)
+		}
+		if r.WaitP50 > r.WaitP99 || r.WaitP99 > r.WaitMax || r.Wall <= 0 {
+			t.Errorf("scaling: %s: implausible waits %+v", r.Impl, r)
+		}
+	}
+
 	var md strings.Builder
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
 	for _, impl := range Impls {
-		want := 3 // a row per scenario, and one in the comparison for peers
+		want := 5 // a row per scenario (two for scaling), and one in the comparison for peers
 		if impl.Peer {
 			want++
 		}

@@ -25,10 +25,35 @@ type Scenarios struct {
 	Contention bool // the contention experiment: rounds of parallel attempts on one name
 	Hot        bool // a continuous hot key for a fixed time
 	Solo       bool // uncontended acquires of distinct names
+	Scaling    bool // one name, more and more contenders
 }
 
 // AllScenarios runs everything.
-var AllScenarios = Scenarios{Contention: true, Hot: true, Solo: true}
+var AllScenarios = Scenarios{Contention: true, Hot: true, Solo: true, Scaling: true}
+
+// ParseScenarios reads a comma-separated list of scenarios (contention,
+// hot, solo, scaling); "" or "all" is AllScenarios.
+func ParseScenarios(list string) (Scenarios, error) {
+	if list == "" || list == "all" {
+		return AllScenarios, nil
+	}
+	var s Scenarios
+	for _, name := range strings.Split(list, ",") {
+		switch strings.TrimSpace(name) {
+		case "contention":
+			s.Contention = true
+		case "hot":
+			s.Hot = true
+		case "solo":
+			s.Solo = true
+		case "scaling":
+			s.Scaling = true
+		default:
+			return s, fmt.Errorf("lockbench: unknown scenario %q (contention, hot, solo, scaling)", name)
+		}
+	}
+	return s, nil
+}
 
 // Report is a whole run: its shape, the machine, the server and the results
 // of each scenario that ran.
@@ -43,6 +68,7 @@ type Report struct {
 	Results     []Result    // the contention experiment
 	Hot         []HotResult // the continuous hot key
 	Solo        []SoloResult
+	Scale       []ScaleResult // the scaling scenario, by implementation, then level
 }
 
 // Run starts a redis-server and the delaying proxy in front of it and runs
@@ -75,27 +101,36 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 	}
 	b := &bench{p: p, admin: admin, addr: proxy.Addr()}
 	rep := &Report{Params: p, Machine: ThisMachine(), Redis: version, Date: time.Now(), MeasuredRTT: rtt}
-	steps := []struct {
-		on       bool
-		scenario string
-		procs    int
-		what     string
-		keep     func(name string, run workerRun)
-	}{
-		{only.Contention, scenarioContention, p.Procs, fmt.Sprintf("%d processes × %d attempts in rounds of %d", p.Procs, p.Attempts, p.Goroutines),
-			func(name string, run workerRun) { rep.Results = append(rep.Results, mergeContention(name, p, run)) }},
-		{only.Hot, scenarioHot, p.HotProcs, fmt.Sprintf("hot key, %d processes × %d goroutines for %v", p.HotProcs, p.HotGoroutines, p.HotFor),
-			func(name string, run workerRun) { rep.Hot = append(rep.Hot, mergeHot(name, p, run)) }},
-		{only.Solo, scenarioSolo, 1, fmt.Sprintf("%d uncontended acquires", p.SoloOps),
-			func(name string, run workerRun) { rep.Solo = append(rep.Solo, mergeSolo(name, p, run)) }},
+	type step struct {
+		scenario   string
+		procs      int
+		goroutines int // the scaling scenario's level
+		what       string
+		keep       func(name string, run workerRun)
+	}
+	var steps []step
+	if only.Contention {
+		steps = append(steps, step{scenarioContention, p.Procs, 0, fmt.Sprintf("%d processes × %d attempts in rounds of %d", p.Procs, p.Attempts, p.Goroutines),
+			func(name string, run workerRun) { rep.Results = append(rep.Results, mergeContention(name, p, run)) }})
+	}
+	if only.Hot {
+		steps = append(steps, step{scenarioHot, p.HotProcs, 0, fmt.Sprintf("hot key, %d processes × %d goroutines for %v", p.HotProcs, p.HotGoroutines, p.HotFor),
+			func(name string, run workerRun) { rep.Hot = append(rep.Hot, mergeHot(name, p, run)) }})
+	}
+	if only.Solo {
+		steps = append(steps, step{scenarioSolo, 1, 0, fmt.Sprintf("%d uncontended acquires", p.SoloOps),
+			func(name string, run workerRun) { rep.Solo = append(rep.Solo, mergeSolo(name, p, run)) }})
+	}
+	if only.Scaling {
+		for _, g := range p.ScaleGoroutines {
+			steps = append(steps, step{scenarioScale, p.ScaleProcs, g, fmt.Sprintf("scaling, %d processes × %d goroutines, %d attempts each", p.ScaleProcs, g, p.ScaleQuota(g)),
+				func(name string, run workerRun) { rep.Scale = append(rep.Scale, mergeScale(name, p, g, run)) }})
+		}
 	}
 	for _, impl := range impls {
 		for _, step := range steps {
-			if !step.on {
-				continue
-			}
 			fmt.Fprintf(log, "lockbench: %s: %s...\n", impl.Name, step.what)
-			run, err := b.run(ctx, step.scenario, impl, step.procs)
+			run, err := b.run(ctx, job{Scenario: step.scenario, Impl: impl.Name, Goroutines: step.goroutines}, step.procs)
 			if err != nil {
 				return nil, fmt.Errorf("lockbench: %s: %s: %w", impl.Name, step.scenario, err)
 			}
@@ -129,10 +164,10 @@ type worker struct {
 	out   *bufio.Reader
 }
 
-// run starts procs worker processes for one scenario of impl, waits until
-// all are warmed up, clears the data and the command statistics, starts
-// them together and collects their reports.
-func (b *bench) run(ctx context.Context, scenario string, impl Impl, procs int) (res workerRun, err error) {
+// run starts procs worker processes for the job's scenario and
+// implementation, waits until all are warmed up, clears the data and the
+// command statistics, starts them together and collects their reports.
+func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return res, err
@@ -148,7 +183,8 @@ func (b *bench) run(ctx context.Context, scenario string, impl Impl, procs int) 
 		}
 	}()
 	for i := range procs {
-		spec, _ := json.Marshal(job{Scenario: scenario, Impl: impl.Name, Addr: b.addr, Params: b.p, Proc: i})
+		j.Addr, j.Params, j.Proc = b.addr, b.p, i
+		spec, _ := json.Marshal(j)
 		cmd := exec.CommandContext(ctx, exe)
 		cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
 		cmd.Stderr = os.Stderr

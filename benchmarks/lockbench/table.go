@@ -25,6 +25,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	if len(rep.Solo) > 0 {
 		b.WriteString(rep.SoloShape() + "\n\n" + rep.SoloTable() + "\n")
 	}
+	if len(rep.Scale) > 0 {
+		b.WriteString(rep.ScaleShape() + "\n\n" + rep.ScaleWaitTable() + "\n" + rep.ScaleRoundTripTable() + "\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -200,6 +203,112 @@ func (rep *Report) SoloTable() string {
 	return b.String()
 }
 
+// ScaleShape describes the scaling scenario.
+func (rep *Report) ScaleShape() string {
+	p := rep.Params
+	levels := make([]string, len(p.ScaleGoroutines))
+	attempts := make([]string, len(p.ScaleGoroutines))
+	for i, g := range p.ScaleGoroutines {
+		levels[i] = fmt.Sprint(g)
+		attempts[i] = fmt.Sprint(p.ScaleQuota(g))
+	}
+	return fmt.Sprintf("%d processes × %s goroutines (%s contenders) acquire %q one attempt after another, same lock settings and critical section, until each process has started %s attempts (at least two per goroutine) or %v have passed; the attempts under way then finish.",
+		p.ScaleProcs, strings.Join(levels, ", "), strings.Join(rep.ScaleLevels(), ", "), p.Name, strings.Join(attempts, ", "), p.ScaleFor)
+}
+
+// ScaleLevels returns the contenders of each level of the scaling scenario,
+// as text.
+func (rep *Report) ScaleLevels() []string {
+	out := make([]string, len(rep.Params.ScaleGoroutines))
+	for i, g := range rep.Params.ScaleGoroutines {
+		out[i] = fmt.Sprint(rep.Params.ScaleProcs * g)
+	}
+	return out
+}
+
+// ScaleRows groups the scaling results by implementation, in run order,
+// each with its levels in order.
+func (rep *Report) ScaleRows() [][]ScaleResult {
+	var rows [][]ScaleResult
+	for _, r := range rep.Scale {
+		if n := len(rows); n > 0 && rows[n-1][0].Impl == r.Impl {
+			rows[n-1] = append(rows[n-1], r)
+			continue
+		}
+		rows = append(rows, []ScaleResult{r})
+	}
+	return rows
+}
+
+// ScaleResultOf returns impl's result at the level of contenders.
+func (rep *Report) ScaleResultOf(impl string, contenders int) (ScaleResult, bool) {
+	for _, r := range rep.Scale {
+		if r.Impl == impl && r.Contenders == contenders {
+			return r, true
+		}
+	}
+	return ScaleResult{}, false
+}
+
+// scaleHeader is the header of a table with a column per level.
+func (rep *Report) scaleHeader() string {
+	var b strings.Builder
+	b.WriteString("| implementation |")
+	for _, n := range rep.ScaleLevels() {
+		fmt.Fprintf(&b, " %s contenders |", n)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(rep.Params.ScaleGoroutines)) + "\n")
+	return b.String()
+}
+
+// ScaleWaitTable gives, per implementation and level, the wait p50, p99 and
+// maximum of the successful acquires.
+func (rep *Report) ScaleWaitTable() string {
+	var b strings.Builder
+	b.WriteString("Wait p50 / p99 / max of the successful acquires:\n\n" + rep.scaleHeader())
+	for _, row := range rep.ScaleRows() {
+		fmt.Fprintf(&b, "| %s |", row[0].Impl)
+		for _, r := range row {
+			fmt.Fprintf(&b, " %s / %s / %s |", msShort(r.WaitP50), msShort(r.WaitP99), msShort(r.WaitMax))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// ScaleRoundTripTable gives, per implementation and level, the Redis round
+// trips per success, and the failed acquires where there were any.
+func (rep *Report) ScaleRoundTripTable() string {
+	var b strings.Builder
+	b.WriteString("Redis round trips per success (and the failed acquires, out of all attempts, where any failed: their wait budget of " + rep.Params.Wait.String() + " ran out):\n\n" + rep.scaleHeader())
+	for _, row := range rep.ScaleRows() {
+		fmt.Fprintf(&b, "| %s |", row[0].Impl)
+		for _, r := range row {
+			fmt.Fprintf(&b, " %s", ratio(r.RoundTrips, int64(r.Succeeded)))
+			if r.Failed > 0 {
+				fmt.Fprintf(&b, " (%d of %d failed)", r.Failed, r.Attempts)
+			}
+			b.WriteString(" |")
+		}
+		b.WriteString("\n")
+	}
+	for _, r := range rep.Scale {
+		if r.Overlaps > 0 {
+			fmt.Fprintf(&b, "\n%s, %d contenders: %d overlaps\n", r.Impl, r.Contenders, r.Overlaps)
+		}
+	}
+	for _, row := range rep.ScaleRows() {
+		var releaseErrors int
+		var errs []string
+		for _, r := range row {
+			releaseErrors += r.ReleaseErrors
+			errs = addErrors(errs, r.Errors)
+		}
+		errorNote(&b, row[0].Impl, releaseErrors, errs[:min(len(errs), 3)])
+	}
+	return b.String()
+}
+
 // errorNote writes, below a table, the errors an implementation met.
 func errorNote(b *strings.Builder, impl string, releaseErrors int, errs []string) {
 	if len(errs) > 0 || releaseErrors > 0 {
@@ -224,6 +333,14 @@ func per(a int64, b int) float64 {
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", msf(d)) }
+
+// msShort is ms with the unit, and without decimals from 100 ms on.
+func msShort(d time.Duration) string {
+	if d >= 100*time.Millisecond {
+		return fmt.Sprintf("%.0f ms", msf(d))
+	}
+	return ms(d)
+}
 
 func ms2(d time.Duration) string { return fmt.Sprintf("%.2f ms", msf(d)) }
 

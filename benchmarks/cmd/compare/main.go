@@ -23,23 +23,31 @@ func main() {
 	p := lockbench.DefaultParams()
 	p.RegisterFlags(flag.CommandLine)
 	impls := flag.String("impl", "", "comma-separated implementations to run (default all)")
+	scenarios := flag.String("scenarios", "all", "comma-separated scenarios to run: contention, hot, solo, scaling (-write needs all)")
 	write := flag.Bool("write", false, "write README.md and "+chartFile+" into -dir")
 	dir := flag.String("dir", ".", "the benchmarks directory, for -write")
 	flag.Parse()
-	if err := run(p, *impls, *write, *dir); err != nil {
+	if err := run(p, *impls, *scenarios, *write, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(p lockbench.Params, impls string, write bool, dir string) error {
+func run(p lockbench.Params, impls, scenarios string, write bool, dir string) error {
 	list, err := lockbench.Lookup(impls)
 	if err != nil {
 		return err
 	}
+	only, err := lockbench.ParseScenarios(scenarios)
+	if err != nil {
+		return err
+	}
+	if write && only != lockbench.AllScenarios {
+		return fmt.Errorf("-write regenerates the whole README: it needs every scenario")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	rep, err := lockbench.Run(ctx, p, list, lockbench.AllScenarios, os.Stderr)
+	rep, err := lockbench.Run(ctx, p, list, only, os.Stderr)
 	if err != nil {
 		return err
 	}
