@@ -155,6 +155,10 @@ type workerRun struct {
 	reports  []*report
 	wall     time.Duration
 	commands map[string]int64
+	// stall is the longest a 1 ms sleep of the runner overslept during the
+	// run: how long the process that runs the proxy, and so every round
+	// trip, was held up by the machine at worst.
+	stall time.Duration
 }
 
 // worker is a running worker process.
@@ -213,6 +217,15 @@ func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err e
 		return res, err
 	}
 
+	probeDone := make(chan struct{})
+	probed := make(chan time.Duration, 1)
+	go func() { probed <- probeStalls(probeDone) }()
+	defer func() {
+		if probeDone != nil {
+			close(probeDone)
+			<-probed
+		}
+	}()
 	start := time.Now()
 	for _, w := range workers {
 		if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
@@ -234,11 +247,34 @@ func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err e
 	}
 	wg.Wait()
 	res.wall = time.Since(start)
+	close(probeDone)
+	probeDone = nil
+	res.stall = <-probed
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}
 	res.commands, err = commandCalls(ctx, b.admin)
 	return res, err
+}
+
+// probeStalls sleeps 1 ms at a time until done is closed and returns the
+// longest oversleep: a stall of the machine (other work on its cores), seen
+// by the process that runs the proxy.
+func probeStalls(done <-chan struct{}) time.Duration {
+	var worst time.Duration
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-done:
+			return worst
+		case <-t.C:
+			now := time.Now()
+			worst = max(worst, now.Sub(last)-time.Millisecond)
+			last = now
+		}
+	}
 }
 
 // commandCalls reads the calls per command Redis executed since CONFIG

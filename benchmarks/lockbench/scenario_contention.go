@@ -26,6 +26,10 @@ type Result struct {
 	WaitP99       time.Duration
 	Counters      map[string]int64
 	Errors        []string
+	// Stall is the longest the runner's 1 ms sleep overslept during the
+	// run: other work on the machine, which holds up every round trip
+	// through the proxy.
+	Stall time.Duration
 }
 
 // contentionRounds runs p.Attempts acquires of p.Name in rounds of
@@ -68,5 +72,6 @@ func mergeContention(name string, p Params, run workerRun) Result {
 		WaitP99:       percentile(t.waits, 99),
 		Counters:      t.counters,
 		Errors:        t.errors,
+		Stall:         run.stall,
 	}
 }

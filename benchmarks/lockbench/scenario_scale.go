@@ -26,6 +26,7 @@ type ScaleResult struct {
 	WaitP99       time.Duration
 	WaitMax       time.Duration
 	Errors        []string
+	Stall         time.Duration // as Result's
 }
 
 // RoundTripsPerSuccess is the level's Redis round trips per successful
@@ -72,6 +73,7 @@ func mergeScale(name string, p Params, goroutines int, run workerRun) ScaleResul
 		WaitP50:       percentile(t.waits, 50),
 		WaitP99:       percentile(t.waits, 99),
 		Errors:        t.errors,
+		Stall:         run.stall,
 	}
 	if n := len(t.waits); n > 0 {
 		res.WaitMax = t.waits[n-1]

@@ -60,6 +60,11 @@ func (rep *Report) ContentionTable() string {
 	for _, r := range rep.Results {
 		errorNote(&b, r.Impl, r.ReleaseErrors, r.Errors)
 	}
+	stalls := make([]string, len(rep.Results))
+	for i, r := range rep.Results {
+		stalls[i] = fmt.Sprintf("%s %s", r.Impl, msShort(r.Stall))
+	}
+	stallNote(&b, stalls)
 	return b.String()
 }
 
@@ -179,6 +184,11 @@ func (rep *Report) HotTable() string {
 	for _, r := range rep.Hot {
 		errorNote(&b, r.Impl, r.ReleaseErrors, r.Errors)
 	}
+	stalls := make([]string, len(rep.Hot))
+	for i, r := range rep.Hot {
+		stalls[i] = fmt.Sprintf("%s %s", r.Impl, msShort(r.Stall))
+	}
+	stallNote(&b, stalls)
 	return b.String()
 }
 
@@ -306,7 +316,22 @@ func (rep *Report) ScaleRoundTripTable() string {
 		}
 		errorNote(&b, row[0].Impl, releaseErrors, errs[:min(len(errs), 3)])
 	}
+	var stalls []string
+	for _, row := range rep.ScaleRows() {
+		levels := make([]string, len(row))
+		for i, r := range row {
+			levels[i] = fmt.Sprintf("%.0f", msf(r.Stall))
+		}
+		stalls = append(stalls, fmt.Sprintf("%s %s ms", row[0].Impl, strings.Join(levels, " / ")))
+	}
+	stallNote(&b, stalls)
 	return b.String()
+}
+
+// stallNote writes, below a table, the longest stall of the runner's 1 ms
+// sleep during each row's run.
+func stallNote(b *strings.Builder, stalls []string) {
+	fmt.Fprintf(b, "\nLongest stall of the machine during each run (how much the runner's 1 ms sleep overslept at worst; the runner forwards every round trip through the proxy, so a stall holds up whoever waits on Redis): %s.\n", strings.Join(stalls, ", "))
 }
 
 // errorNote writes, below a table, the errors an implementation met.
