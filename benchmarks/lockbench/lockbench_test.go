@@ -206,3 +206,44 @@ func TestVerdicts(t *testing.T) {
 		t.Errorf("a win reads %q", got)
 	}
 }
+
+// The scaling chart has a legend row per three implementations and draws
+// the best setting's line.
+func TestScaleChart(t *testing.T) {
+	rep := &Report{Params: DefaultParams(), Redis: "7.0.0", MeasuredRTT: 2 * time.Millisecond}
+	for i, impl := range Impls {
+		for _, g := range rep.Params.ScaleGoroutines {
+			n := rep.Params.ScaleProcs * g
+			rep.Scale = append(rep.Scale, ScaleResult{Impl: impl.Name, Goroutines: g, Contenders: n, Succeeded: 300,
+				RoundTrips: int64(300 * (i + 1) * n / 10), WaitP99: time.Duration(n*(i+1)) * time.Millisecond})
+		}
+	}
+	var b bytes.Buffer
+	if err := rep.WriteScaleChart(&b); err != nil {
+		t.Fatal(err)
+	}
+	if path := os.Getenv("LOCKBENCH_CHART"); path != "" {
+		_ = os.WriteFile(path, b.Bytes(), 0o644)
+	}
+	img, err := png.Decode(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := img.Bounds().Dy(); h != scaleChartHeight(len(Impls)) {
+		t.Errorf("the chart is %d pixels high for %d implementations", h, len(Impls))
+	}
+	best := 0
+	for y := range img.Bounds().Dy() {
+		for x := range img.Bounds().Dx() {
+			if r, g, bl, _ := img.At(x, y).RGBA(); r>>8 == uint32(colBest.R) && g>>8 == uint32(colBest.G) && bl>>8 == uint32(colBest.B) {
+				best++
+			}
+		}
+	}
+	if best < 500 {
+		t.Errorf("%d pixels of the best setting's colour", best)
+	}
+	if err := (&Report{}).WriteScaleChart(&b); err == nil {
+		t.Error("a chart without results")
+	}
+}

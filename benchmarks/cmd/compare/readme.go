@@ -10,8 +10,12 @@ import (
 	"github.com/reqlock/reqlock/benchmarks/lockbench"
 )
 
-// chartFile is the chart's file name, next to README.md.
-const chartFile = "compare.png"
+// chartFile and scaleChartFile are the charts' file names, next to
+// README.md: the contention experiment's and the scaling scenario's.
+const (
+	chartFile      = "compare.png"
+	scaleChartFile = "scaling.png"
+)
 
 //go:embed readme.md.tmpl
 var readmeTemplate string
@@ -19,10 +23,11 @@ var readmeTemplate string
 // readme is what the README template is given.
 type readme struct {
 	*lockbench.Report
-	Best     string
-	Impls    []lockbench.Impl
-	Versions []module
-	Chart    string
+	Best       string
+	Impls      []lockbench.Impl
+	Versions   []module
+	Chart      string
+	ScaleChart string
 }
 
 // module is a dependency of the benchmarks and its version.
@@ -57,7 +62,7 @@ func writeReadme(w io.Writer, rep *lockbench.Report) error {
 	if err != nil {
 		return err
 	}
-	return t.Execute(w, readme{Report: rep, Best: lockbench.Best, Impls: lockbench.Impls, Versions: versions(), Chart: chartFile})
+	return t.Execute(w, readme{Report: rep, Best: lockbench.Best, Impls: lockbench.Impls, Versions: versions(), Chart: chartFile, ScaleChart: scaleChartFile})
 }
 
 // versions reads the peers' versions from the binary's build information.
