@@ -69,6 +69,9 @@ type Report struct {
 	Hot         []HotResult // the continuous hot key
 	Solo        []SoloResult
 	Scale       []ScaleResult // the scaling scenario, by implementation, then level
+	// Took is how long the run took, from the server's start to the last
+	// scenario's end.
+	Took time.Duration
 }
 
 // Run starts a redis-server and the delaying proxy in front of it and runs
@@ -78,6 +81,7 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	srv, err := redistest.Launch()
 	if err != nil {
 		return nil, err
@@ -137,6 +141,7 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 			step.keep(impl.Name, run)
 		}
 	}
+	rep.Took = time.Since(began)
 	return rep, nil
 }
 
@@ -217,13 +222,10 @@ func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err e
 		return res, err
 	}
 
-	probeDone := make(chan struct{})
-	probed := make(chan time.Duration, 1)
-	go func() { probed <- probeStalls(probeDone) }()
+	stopProbe := startProbe()
 	defer func() {
-		if probeDone != nil {
-			close(probeDone)
-			<-probed
+		if stopProbe != nil {
+			stopProbe()
 		}
 	}()
 	start := time.Now()
@@ -247,14 +249,25 @@ func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err e
 	}
 	wg.Wait()
 	res.wall = time.Since(start)
-	close(probeDone)
-	probeDone = nil
-	res.stall = <-probed
+	res.stall = stopProbe()
+	stopProbe = nil
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}
 	res.commands, err = commandCalls(ctx, b.admin)
 	return res, err
+}
+
+// startProbe starts probeStalls; the function it returns stops it and
+// returns the longest stall.
+func startProbe() func() time.Duration {
+	done := make(chan struct{})
+	probed := make(chan time.Duration, 1)
+	go func() { probed <- probeStalls(done) }()
+	return func() time.Duration {
+		close(done)
+		return <-probed
+	}
 }
 
 // probeStalls sleeps 1 ms at a time until done is closed and returns the
