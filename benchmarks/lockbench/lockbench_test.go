@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/png"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +246,51 @@ func TestScaleChart(t *testing.T) {
 	}
 	if err := (&Report{}).WriteScaleChart(&b); err == nil {
 		t.Error("a chart without results")
+	}
+}
+
+// The targets compare the best setting with the best peer on each metric
+// and check the scaling rows' growth.
+func TestTargets(t *testing.T) {
+	rep := &Report{Params: DefaultParams(), Results: []Result{
+		{Impl: "plain-spin", Succeeded: 100, RoundTrips: 500, WaitP99: 300 * time.Millisecond, Wall: 10 * time.Second},
+		{Impl: "rueidislock", Succeeded: 100, RoundTrips: 400, WaitP99: 200 * time.Millisecond, Wall: 12 * time.Second},
+		{Impl: Fair, Succeeded: 100, RoundTrips: 230},
+		{Impl: Best, Succeeded: 100, RoundTrips: 80, WaitP99: 80 * time.Millisecond, Wall: 5 * time.Second},
+	}}
+	for i, g := range rep.Params.ScaleGoroutines {
+		n := rep.Params.ScaleProcs * g
+		rep.Scale = append(rep.Scale,
+			ScaleResult{Impl: Fair, Contenders: n, Succeeded: 100, RoundTrips: int64(200 + 100*i), WaitP99: time.Duration(n) * time.Millisecond},
+			ScaleResult{Impl: Best, Contenders: n, Succeeded: 100, RoundTrips: 80, WaitP99: time.Duration(n*n) * time.Millisecond})
+	}
+	slices.SortStableFunc(rep.Scale, func(a, b ScaleResult) int { return strings.Compare(b.Impl, a.Impl) }) // by implementation, as a run has them
+	want := map[string]bool{
+		"p99":            false, // 80 ms over rueidislock's 200 ms: 0.40×
+		"wall":           true,  // 5 s over plain-spin's 10 s: 0.5×
+		"rt":             true,
+		"fairrt":         false, // 2.3
+		"linear:" + Fair: true,
+		"flat:" + Fair:   false, // 5.0 over 2.0
+		"linear:" + Best: false, // quadratic
+		"flat:" + Best:   true,
+	}
+	got := rep.Targets()
+	if len(got) != len(want) {
+		t.Fatalf("%d targets: %+v", len(got), got)
+	}
+	for _, tg := range got {
+		if met, ok := want[tg.ID]; !ok || tg.Met() != met || tg.Missing {
+			t.Errorf("%s: met %v, want %v: %+v", tg.ID, tg.Met(), met, tg)
+		}
+	}
+	if p99, _ := rep.Target("p99"); p99.Bound != 70*time.Millisecond || !strings.Contains(p99.Measured, "rueidislock") || p99.Verdict() != "missed by 14% (1.14× the limit)" {
+		t.Errorf("p99: %+v, %s", p99, p99.Verdict())
+	}
+	if !rep.Missed("p99") || rep.Missed("wall") || rep.Missed("nope") {
+		t.Error("Missed")
+	}
+	if rep.RoundFloor() != 25 || rep.WallFloor() != 3000 || rep.Rounds() != 300 {
+		t.Errorf("floors %d %d, rounds %d", rep.RoundFloor(), rep.WallFloor(), rep.Rounds())
 	}
 }

@@ -28,6 +28,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	if len(rep.Scale) > 0 {
 		b.WriteString(rep.ScaleShape() + "\n\n" + rep.ScaleWaitTable() + "\n" + rep.ScaleRoundTripTable() + "\n")
 	}
+	if t := rep.TargetTable(); t != "" {
+		b.WriteString(t + "\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -325,6 +328,22 @@ func (rep *Report) ScaleRoundTripTable() string {
 		stalls = append(stalls, fmt.Sprintf("%s %s ms", row[0].Impl, strings.Join(levels, " / ")))
 	}
 	stallNote(&b, stalls)
+	return b.String()
+}
+
+// TargetTable lists the targets of the fair queue the run checked, met or
+// missed; "" when it checked none.
+func (rep *Report) TargetTable() string {
+	var b strings.Builder
+	for _, t := range rep.Targets() {
+		if t.Missing {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| target | in this run | verdict |\n|---|---|---|\n")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Goal, t.Measured, t.Verdict())
+	}
 	return b.String()
 }
 
