@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image/png"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,7 +263,6 @@ func TestTargets(t *testing.T) {
 			ScaleResult{Impl: Fair, Contenders: n, Succeeded: 100, RoundTrips: int64(200 + 100*i), WaitP99: time.Duration(n) * time.Millisecond},
 			ScaleResult{Impl: Best, Contenders: n, Succeeded: 100, RoundTrips: 80, WaitP99: time.Duration(n*n) * time.Millisecond})
 	}
-	slices.SortStableFunc(rep.Scale, func(a, b ScaleResult) int { return strings.Compare(b.Impl, a.Impl) }) // by implementation, as a run has them
 	want := map[string]bool{
 		"p99":            false, // 80 ms over rueidislock's 200 ms: 0.40×
 		"wall":           true,  // 5 s over plain-spin's 10 s: 0.5×

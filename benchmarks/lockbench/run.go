@@ -68,7 +68,7 @@ type Report struct {
 	Results     []Result    // the contention experiment
 	Hot         []HotResult // the continuous hot key
 	Solo        []SoloResult
-	Scale       []ScaleResult // the scaling scenario, by implementation, then level
+	Scale       []ScaleResult // the scaling scenario, by level, then implementation (see ScaleRows)
 	// Took is how long the run took, from the server's start to the last
 	// scenario's end.
 	Took time.Duration
@@ -131,8 +131,10 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 				func(name string, run workerRun) { rep.Scale = append(rep.Scale, mergeScale(name, p, g, run)) }})
 		}
 	}
-	for _, impl := range impls {
-		for _, step := range steps {
+	// Scenario by scenario, so that the rows of one table run close together
+	// in time: the machine may be shared, and its load drifts.
+	for _, step := range steps {
+		for _, impl := range impls {
 			fmt.Fprintf(log, "lockbench: %s: %s...\n", impl.Name, step.what)
 			run, err := b.run(ctx, job{Scenario: step.scenario, Impl: impl.Name, Goroutines: step.goroutines}, step.procs)
 			if err != nil {
@@ -164,6 +166,9 @@ type workerRun struct {
 	// run: how long the process that runs the proxy, and so every round
 	// trip, was held up by the machine at worst.
 	stall time.Duration
+	// rtt is the median round trip of a PING through the proxy, sent every
+	// 10 ms during the run.
+	rtt time.Duration
 }
 
 // worker is a running worker process.
@@ -222,7 +227,7 @@ func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err e
 		return res, err
 	}
 
-	stopProbe := startProbe()
+	stopProbe := startProbe(b.addr)
 	defer func() {
 		if stopProbe != nil {
 			stopProbe()
@@ -249,7 +254,7 @@ func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err e
 	}
 	wg.Wait()
 	res.wall = time.Since(start)
-	res.stall = stopProbe()
+	res.stall, res.rtt = stopProbe()
 	stopProbe = nil
 	if err := errors.Join(errs...); err != nil {
 		return res, err
@@ -258,15 +263,41 @@ func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err e
 	return res, err
 }
 
-// startProbe starts probeStalls; the function it returns stops it and
-// returns the longest stall.
-func startProbe() func() time.Duration {
+// startProbe starts probeStalls and pingProbe; the function it returns
+// stops them and returns the longest stall and the median round trip.
+func startProbe(addr string) func() (stall, rtt time.Duration) {
 	done := make(chan struct{})
-	probed := make(chan time.Duration, 1)
-	go func() { probed <- probeStalls(done) }()
-	return func() time.Duration {
+	stalls := make(chan time.Duration, 1)
+	rtts := make(chan time.Duration, 1)
+	go func() { stalls <- probeStalls(done) }()
+	go func() { rtts <- pingProbe(addr, done) }()
+	return func() (time.Duration, time.Duration) {
 		close(done)
-		return <-probed
+		return <-stalls, <-rtts
+	}
+}
+
+// pingProbe sends a PING through the proxy at addr every 10 ms until done
+// is closed and returns the median round trip (0 if none came back).
+func pingProbe(addr string, done <-chan struct{}) time.Duration {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	var rtts []time.Duration
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			slices.Sort(rtts)
+			return percentile(rtts, 50)
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		start := time.Now()
+		if c.Ping(ctx).Err() == nil {
+			rtts = append(rtts, time.Since(start))
+		}
+		cancel()
 	}
 }
 

@@ -30,6 +30,9 @@ type Result struct {
 	// run: other work on the machine, which holds up every round trip
 	// through the proxy.
 	Stall time.Duration
+	// RTT is the median round trip of a PING through the proxy, sent
+	// every 10 ms during the run.
+	RTT time.Duration
 }
 
 // contentionRounds runs p.Attempts acquires of p.Name in rounds of
@@ -73,5 +76,6 @@ func mergeContention(name string, p Params, run workerRun) Result {
 		Counters:      t.counters,
 		Errors:        t.errors,
 		Stall:         run.stall,
+		RTT:           run.rtt,
 	}
 }

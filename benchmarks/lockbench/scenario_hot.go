@@ -30,6 +30,7 @@ type HotResult struct {
 	WaitP99       time.Duration
 	Errors        []string
 	Stall         time.Duration // as Result's
+	RTT           time.Duration // as Result's
 }
 
 // PerSecond returns the rate of n over the scenario's duration.
@@ -79,6 +80,7 @@ func mergeHot(name string, p Params, run workerRun) HotResult {
 		WaitP99:       percentile(t.waits, 99),
 		Errors:        t.errors,
 		Stall:         run.stall,
+		RTT:           run.rtt,
 	}
 	type take struct {
 		at   int64

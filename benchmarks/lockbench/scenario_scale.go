@@ -27,6 +27,7 @@ type ScaleResult struct {
 	WaitMax       time.Duration
 	Errors        []string
 	Stall         time.Duration // as Result's
+	RTT           time.Duration // as Result's
 }
 
 // RoundTripsPerSuccess is the level's Redis round trips per successful
@@ -74,6 +75,7 @@ func mergeScale(name string, p Params, goroutines int, run workerRun) ScaleResul
 		WaitP99:       percentile(t.waits, 99),
 		Errors:        t.errors,
 		Stall:         run.stall,
+		RTT:           run.rtt,
 	}
 	if n := len(t.waits); n > 0 {
 		res.WaitMax = t.waits[n-1]

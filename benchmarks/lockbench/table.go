@@ -65,7 +65,7 @@ func (rep *Report) ContentionTable() string {
 	}
 	stalls := make([]string, len(rep.Results))
 	for i, r := range rep.Results {
-		stalls[i] = fmt.Sprintf("%s %s", r.Impl, msShort(r.Stall))
+		stalls[i] = fmt.Sprintf("%s %s, %s", r.Impl, msShort(r.Stall), ms2(r.RTT))
 	}
 	stallNote(&b, stalls)
 	return b.String()
@@ -189,7 +189,7 @@ func (rep *Report) HotTable() string {
 	}
 	stalls := make([]string, len(rep.Hot))
 	for i, r := range rep.Hot {
-		stalls[i] = fmt.Sprintf("%s %s", r.Impl, msShort(r.Stall))
+		stalls[i] = fmt.Sprintf("%s %s, %s", r.Impl, msShort(r.Stall), ms2(r.RTT))
 	}
 	stallNote(&b, stalls)
 	return b.String()
@@ -239,16 +239,20 @@ func (rep *Report) ScaleLevels() []string {
 	return out
 }
 
-// ScaleRows groups the scaling results by implementation, in run order,
-// each with its levels in order.
+// ScaleRows groups the scaling results by implementation, in the order the
+// implementations first appear, each with its levels in order.
 func (rep *Report) ScaleRows() [][]ScaleResult {
 	var rows [][]ScaleResult
 	for _, r := range rep.Scale {
-		if n := len(rows); n > 0 && rows[n-1][0].Impl == r.Impl {
-			rows[n-1] = append(rows[n-1], r)
-			continue
+		i := slices.IndexFunc(rows, func(row []ScaleResult) bool { return row[0].Impl == r.Impl })
+		if i < 0 {
+			rows = append(rows, nil)
+			i = len(rows) - 1
 		}
-		rows = append(rows, []ScaleResult{r})
+		rows[i] = append(rows[i], r)
+	}
+	for _, row := range rows {
+		slices.SortStableFunc(row, func(a, b ScaleResult) int { return a.Contenders - b.Contenders })
 	}
 	return rows
 }
@@ -322,10 +326,12 @@ func (rep *Report) ScaleRoundTripTable() string {
 	var stalls []string
 	for _, row := range rep.ScaleRows() {
 		levels := make([]string, len(row))
+		rtts := make([]string, len(row))
 		for i, r := range row {
 			levels[i] = fmt.Sprintf("%.0f", msf(r.Stall))
+			rtts[i] = fmt.Sprintf("%.2f", msf(r.RTT))
 		}
-		stalls = append(stalls, fmt.Sprintf("%s %s ms", row[0].Impl, strings.Join(levels, " / ")))
+		stalls = append(stalls, fmt.Sprintf("%s %s ms, %s ms", row[0].Impl, strings.Join(levels, " / "), strings.Join(rtts, " / ")))
 	}
 	stallNote(&b, stalls)
 	return b.String()
@@ -350,7 +356,7 @@ func (rep *Report) TargetTable() string {
 // stallNote writes, below a table, the longest stall of the runner's 1 ms
 // sleep during each row's run.
 func stallNote(b *strings.Builder, stalls []string) {
-	fmt.Fprintf(b, "\nLongest stall of the machine during each run (how much the runner's 1 ms sleep overslept at worst; the runner forwards every round trip through the proxy, so a stall holds up whoever waits on Redis): %s.\n", strings.Join(stalls, ", "))
+	fmt.Fprintf(b, "\nThe machine during each run: the longest stall (how much the runner's 1 ms sleep overslept at worst; the runner forwards every round trip through the proxy, so a stall holds up whoever waits on Redis), then the median round trip of a PING through the proxy every 10 ms: %s.\n", strings.Join(stalls, "; "))
 }
 
 // errorNote writes, below a table, the errors an implementation met.

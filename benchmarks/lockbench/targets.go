@@ -241,8 +241,18 @@ func (rep *Report) WallFloor() int {
 	return 2*rep.Params.Procs*rep.Params.Attempts + 2*rep.Rounds()
 }
 
-// AtRTT is n round trips at the run's measured round trip.
-func (rep *Report) AtRTT(n int) time.Duration { return time.Duration(n) * rep.MeasuredRTT }
+// BestRTT is the round trip measured during the best setting's run of the
+// contention experiment (the median PING through the proxy), or the run's
+// when there is none: the machine's load drifts between rows.
+func (rep *Report) BestRTT() time.Duration {
+	if r, ok := rep.result(Best); ok && r.RTT > 0 {
+		return r.RTT
+	}
+	return rep.MeasuredRTT
+}
+
+// AtRTT is n round trips at BestRTT.
+func (rep *Report) AtRTT(n int) time.Duration { return time.Duration(n) * rep.BestRTT() }
 
 // MsOf formats d in milliseconds, for the README.
 func MsOf(d time.Duration) string { return ms(d) }

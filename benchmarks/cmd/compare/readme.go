@@ -61,6 +61,7 @@ func writeReadme(w io.Writer, rep *lockbench.Report) error {
 		},
 		"mod":       func(a, b int) int { return a % b },
 		"ms":        lockbench.MsOf,
+		"ms2":       func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) },
 		"secs":      lockbench.SecondsOf,
 		"minutes":   minutes,
 		"target":    func(id string) lockbench.Target { t, _ := rep.Target(id); return t },
