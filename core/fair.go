@@ -153,17 +153,25 @@ func (l *Locker) grantedLease(req *Request, token string, g Grant, sent time.Tim
 	if ttl <= 0 || ttl > req.TTL {
 		ttl = req.TTL
 	}
+	return l.shortLease(req.Name, req.Key, token, g.Fence, ttl, validity(sent, ttl), req.TTL)
+}
+
+// shortLease is newLease for a lock held for ttl that the lease should hold
+// for want: when ttl is shorter, its watchdog (started here even without
+// WithWatchdog) extends the lock to want in the background, a third of ttl
+// after the command that set it.
+func (l *Locker) shortLease(name, key, token string, fence int64, ttl time.Duration, validUntil time.Time, want time.Duration) *Lease {
 	lease := &Lease{
 		locker:     l,
-		name:       req.Name,
-		key:        req.Key,
+		name:       name,
+		key:        key,
 		token:      token,
-		fence:      g.Fence,
+		fence:      fence,
 		ttl:        ttl,
-		validUntil: validity(sent, ttl),
+		validUntil: validUntil,
 	}
-	if ttl < req.TTL {
-		lease.want = req.TTL
+	if ttl < want {
+		lease.want = want
 	}
 	if l.cfg.watchdog || lease.want > 0 {
 		lease.startWatchdog()

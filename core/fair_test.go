@@ -337,3 +337,66 @@ func TestFairWithEverything(t *testing.T) {
 	}
 	fairContend(t, ls, name, client)
 }
+
+// TestFairGrantHandedOverLocallyCostsNoRoundTrip: a lock the fair queue
+// granted for the waiter's patience is passed to the next local waiter
+// (hotspot Guard) as it is, without a synchronous extend, and is extended
+// to the TTL in the background.
+func TestFairGrantHandedOverLocallyCostsNoRoundTrip(t *testing.T) {
+	name := uniq(t)
+	ctx := context.Background()
+	patience := 600 * time.Millisecond
+	holder := newEnv(t, nil, core.WithFair())
+	waiters := newEnv(t, nil, core.WithFair(), core.WithFairPatience(patience), core.WithTTL(10*time.Second),
+		core.WithLocalQueue(hotspot.New(hotspot.WithHandoff(3), hotspot.WithKeys(name))))
+	t.Cleanup(func() { _ = waiters.locker.Close() })
+	lease, err := holder.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan *core.Lease, 1)
+	go func() {
+		l, err := waiters.locker.Acquire(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- l
+	}()
+	waitQueued(t, holder, name, 1)
+	second := make(chan *core.Lease, 1)
+	go func() {
+		l, err := waiters.locker.Acquire(ctx, name) // waits in the local queue
+		if err != nil {
+			t.Error(err)
+		}
+		second <- l
+	}()
+	time.Sleep(50 * time.Millisecond) // the second waiter is in the local queue
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l1 := <-first
+	if l1 == nil {
+		t.FailNow()
+	}
+	before := waiters.rt.N.Load()
+	if err := l1.Release(ctx); err != nil { // hands the lock over locally
+		t.Fatal(err)
+	}
+	l2 := <-second
+	if l2 == nil {
+		t.FailNow()
+	}
+	if n := waiters.rt.N.Load() - before; n != 0 {
+		t.Fatalf("the local hand-over of a granted lock made %d round trips, want 0", n)
+	}
+	time.Sleep(patience) // past the grant's own TTL: the watchdog extended it
+	key, _ := holder.locker.Key(name)
+	if d := holder.client.PTTL(ctx, key).Val(); d < 5*time.Second || l2.Lost() {
+		t.Fatalf("after the patience the handed-over lock has PTTL %v (lost %v), want it extended to about 10s", d, l2.Lost())
+	}
+	if err := l2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertNoQueue(t, holder, name)
+}

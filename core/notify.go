@@ -22,13 +22,17 @@ type notifier struct {
 
 	mu      sync.Mutex
 	waiters map[string]map[*waiter]struct{} // channel → its waiters
-	idle    map[string]time.Time            // channel without waiters → when its last waiter left
-	started bool
-	closed  bool
-	subs    []*redis.PubSub
-	kick    chan struct{} // capacity 1: the set of channels changed
-	quit    chan struct{}
-	wg      sync.WaitGroup
+	// unclaimed keeps the grants heard for tokens that had no waiter yet:
+	// a grant can be published between the poll that queued a waiter and
+	// the waiter's joinQueue, on a channel subscribed already.
+	unclaimed map[string]unclaimedGrant
+	idle      map[string]time.Time // channel without waiters → when its last waiter left
+	started   bool
+	closed    bool
+	subs      []*redis.PubSub
+	kick      chan struct{} // capacity 1: the set of channels changed
+	quit      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // waiter is one waiting Acquire: c receives a signal when the lock it waits
@@ -58,6 +62,7 @@ func newNotifier(clients []redis.UniversalClient, ioTimeout, linger time.Duratio
 		ioTimeout: ioTimeout,
 		linger:    linger,
 		waiters:   make(map[string]map[*waiter]struct{}),
+		unclaimed: make(map[string]unclaimedGrant),
 		idle:      make(map[string]time.Time),
 		kick:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
@@ -75,7 +80,43 @@ func (n *notifier) join(key string, c chan struct{}) *waiter {
 // joinQueue registers a waiter of the fair queue for token's grant of key;
 // g has capacity 1. Like join, it returns nil when the store is closed.
 func (n *notifier) joinQueue(key, token string, g chan Grant) *waiter {
-	return n.add(&waiter{channel: channelOf(key), token: token, grants: g})
+	w := n.add(&waiter{channel: channelOf(key), token: token, grants: g})
+	if w != nil {
+		n.mu.Lock()
+		if u, ok := n.unclaimed[token]; ok {
+			delete(n.unclaimed, token)
+			offer(g, u.grant)
+		}
+		n.mu.Unlock()
+	}
+	return w
+}
+
+// unclaimedGrant is a grant heard before its waiter joined.
+type unclaimedGrant struct {
+	grant Grant
+	heard time.Time
+}
+
+// Unclaimed grants are kept this long, and at most this many: a waiter
+// joins within a round trip of its poll, and a grant it never claims
+// (another process's waiter) is dropped.
+const (
+	unclaimedFor = 5 * time.Second
+	maxUnclaimed = 1024
+)
+
+// keepUnclaimed remembers g for token; n.mu is held.
+func (n *notifier) keepUnclaimed(token string, g Grant) {
+	now := time.Now()
+	if len(n.unclaimed) >= maxUnclaimed {
+		for t, u := range n.unclaimed {
+			if now.Sub(u.heard) > unclaimedFor || len(n.unclaimed) >= maxUnclaimed {
+				delete(n.unclaimed, t)
+			}
+		}
+	}
+	n.unclaimed[token] = unclaimedGrant{grant: g, heard: now}
 }
 
 func (n *notifier) add(w *waiter) *waiter {
@@ -238,13 +279,18 @@ func (n *notifier) deliver(channel, payload string) {
 	token, grant, isGrant := parseGrant(payload)
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	claimed := false
 	for w := range n.waiters[channel] {
 		switch {
 		case w.grants == nil:
 			signal(w.c)
 		case isGrant && w.token == token:
 			offer(w.grants, grant)
+			claimed = true
 		}
+	}
+	if isGrant && !claimed {
+		n.keepUnclaimed(token, grant)
 	}
 }
 
