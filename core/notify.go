@@ -7,6 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/reqlock/reqlock/internal/unclaimed"
+
 	"github.com/reqlock/reqlock/internal/redisscript"
 )
 
@@ -25,7 +27,7 @@ type notifier struct {
 	// unclaimed keeps the grants heard for tokens that had no waiter yet:
 	// a grant can be published between the poll that queued a waiter and
 	// the waiter's joinQueue, on a channel subscribed already.
-	unclaimed map[string]unclaimedGrant
+	unclaimed unclaimed.Grants[Grant]
 	idle      map[string]time.Time // channel without waiters → when its last waiter left
 	started   bool
 	closed    bool
@@ -62,7 +64,6 @@ func newNotifier(clients []redis.UniversalClient, ioTimeout, linger time.Duratio
 		ioTimeout: ioTimeout,
 		linger:    linger,
 		waiters:   make(map[string]map[*waiter]struct{}),
-		unclaimed: make(map[string]unclaimedGrant),
 		idle:      make(map[string]time.Time),
 		kick:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
@@ -83,40 +84,12 @@ func (n *notifier) joinQueue(key, token string, g chan Grant) *waiter {
 	w := n.add(&waiter{channel: channelOf(key), token: token, grants: g})
 	if w != nil {
 		n.mu.Lock()
-		if u, ok := n.unclaimed[token]; ok {
-			delete(n.unclaimed, token)
-			offer(g, u.grant)
+		if g0, ok := n.unclaimed.Claim(token); ok {
+			offer(g, g0)
 		}
 		n.mu.Unlock()
 	}
 	return w
-}
-
-// unclaimedGrant is a grant heard before its waiter joined.
-type unclaimedGrant struct {
-	grant Grant
-	heard time.Time
-}
-
-// Unclaimed grants are kept this long, and at most this many: a waiter
-// joins within a round trip of its poll, and a grant it never claims
-// (another process's waiter) is dropped.
-const (
-	unclaimedFor = 5 * time.Second
-	maxUnclaimed = 1024
-)
-
-// keepUnclaimed remembers g for token; n.mu is held.
-func (n *notifier) keepUnclaimed(token string, g Grant) {
-	now := time.Now()
-	if len(n.unclaimed) >= maxUnclaimed {
-		for t, u := range n.unclaimed {
-			if now.Sub(u.heard) > unclaimedFor || len(n.unclaimed) >= maxUnclaimed {
-				delete(n.unclaimed, t)
-			}
-		}
-	}
-	n.unclaimed[token] = unclaimedGrant{grant: g, heard: now}
 }
 
 func (n *notifier) add(w *waiter) *waiter {
@@ -290,7 +263,7 @@ func (n *notifier) deliver(channel, payload string) {
 		}
 	}
 	if isGrant && !claimed {
-		n.keepUnclaimed(token, grant)
+		n.unclaimed.Keep(token, grant)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/reqlock/reqlock/internal/unclaimed"
 )
 
 // TestGrantHeardBeforeItsWaiterJoined: a grant published between the poll
@@ -31,13 +33,13 @@ func TestGrantHeardBeforeItsWaiterJoined(t *testing.T) {
 		t.Fatalf("another token's waiter got %+v", got)
 	default:
 	}
-	if len(n.unclaimed) != 0 {
-		t.Fatalf("%d grants kept after they were claimed", len(n.unclaimed))
+	if n.unclaimed.Len() != 0 {
+		t.Fatalf("%d grants kept after they were claimed", n.unclaimed.Len())
 	}
-	for i := range 2 * maxUnclaimed {
+	for i := range 2 * unclaimed.Max {
 		n.deliver(channelOf("k"), fmt.Sprintf("t%d 1 1", i))
 	}
-	if len(n.unclaimed) > maxUnclaimed {
-		t.Fatalf("%d unclaimed grants kept, want at most %d", len(n.unclaimed), maxUnclaimed)
+	if n.unclaimed.Len() > unclaimed.Max {
+		t.Fatalf("%d unclaimed grants kept, want at most %d", n.unclaimed.Len(), unclaimed.Max)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redisscript"
+	"github.com/reqlock/reqlock/internal/unclaimed"
 )
 
 // notifier is a Store's subscription to the messages of the lock channels
@@ -24,12 +25,15 @@ type notifier struct {
 
 	mu      sync.Mutex
 	waiters map[string]map[*waiter]struct{} // channel → its waiters
-	idle    map[string]time.Time            // channel without waiters → when its last waiter left
-	started bool
-	closed  bool
-	kick    chan struct{} // capacity 1: the set of channels changed
-	quit    chan struct{}
-	wg      sync.WaitGroup
+	// unclaimed keeps the grants heard for tokens that had no waiter yet
+	// (see internal/unclaimed).
+	unclaimed unclaimed.Grants[core.Grant]
+	idle      map[string]time.Time // channel without waiters → when its last waiter left
+	started   bool
+	closed    bool
+	kick      chan struct{} // capacity 1: the set of channels changed
+	quit      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // waiter is one Watch: c receives a signal when its key may have been
@@ -68,7 +72,15 @@ func (n *notifier) join(key string, c chan struct{}) *waiter {
 // g has capacity 1. Like join, it returns nil when n is nil or closed; the
 // waiter then learns of its grant at its next poll.
 func (n *notifier) joinQueue(key, token string, g chan core.Grant) *waiter {
-	return n.add(&waiter{channel: redisscript.Channel(key), token: token, grants: g})
+	w := n.add(&waiter{channel: redisscript.Channel(key), token: token, grants: g})
+	if w != nil {
+		n.mu.Lock()
+		if g0, ok := n.unclaimed.Claim(token); ok {
+			offer(g, g0)
+		}
+		n.mu.Unlock()
+	}
+	return w
 }
 
 func (n *notifier) add(w *waiter) *waiter {
@@ -130,13 +142,18 @@ func (n *notifier) deliver(m rueidis.PubSubMessage) {
 	token, fence, ttl, isGrant := redisscript.ParseGrant(m.Message)
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	claimed := false
 	for w := range n.waiters[m.Channel] {
 		switch {
 		case w.grants == nil:
 			signal(w.c)
 		case isGrant && w.token == token:
 			offer(w.grants, core.Grant{OK: true, Fence: fence, TTL: ttl})
+			claimed = true
 		}
+	}
+	if isGrant && !claimed {
+		n.unclaimed.Keep(token, core.Grant{OK: true, Fence: fence, TTL: ttl})
 	}
 }
 
