@@ -177,6 +177,13 @@ func TestClusterTopology(t *testing.T) {
 	})
 
 	t.Run("slot migration", func(t *testing.T) {
+		// A TTL of 2 s and a calm I/O timeout: the MIGRATE of the test and a
+		// loaded machine must not make the watchdog give up; what is checked
+		// is that its renewals follow the slot.
+		ttl := 2 * topologyTTL
+		calmer := append(append([]core.Option(nil), topologyOpts...), core.WithTTL(ttl))
+		calmer = append(calmer, calmOpts...)
+		a, b := clusterLocker(t, cl, calmer...), clusterLocker(t, cl, calmer...)
 		name := uniq(t)
 		lease, err := a.Acquire(ctx, name)
 		if err != nil {
@@ -197,7 +204,7 @@ func TestClusterTopology(t *testing.T) {
 		if err := cl.MigrateSlot(ctx, slot, to); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * topologyTTL / 2) // the watchdog renews through the redirections
+		time.Sleep(3 * ttl / 2) // the watchdog renews through the redirections
 		select {
 		case <-lease.Done():
 			t.Fatal("the lease was lost across the slot migration")
