@@ -124,8 +124,9 @@ func TestFairHandoffCostsTheNewHolderNoRoundTrip(t *testing.T) {
 				got <- l
 			}()
 			waitQueued(t, holder, name, 1)
-			time.Sleep(100 * time.Millisecond) // the subscription is confirmed (a poll follows it)
-			before := waiter.rt.N.Load()
+			// The subscription is confirmed, and a poll follows it: count
+			// from when the waiter has been quiet for a while.
+			before := settled(waiter.rt)
 			if err := lease.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -399,4 +400,16 @@ func TestFairGrantHandedOverLocallyCostsNoRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoQueue(t, holder, name)
+}
+
+// settled waits until rt has not moved for 300 ms, and returns its count.
+func settled(rt *redistest.RoundTrips) int64 {
+	last, since := rt.N.Load(), time.Now()
+	for time.Since(since) < 300*time.Millisecond {
+		time.Sleep(20 * time.Millisecond)
+		if n := rt.N.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+	return last
 }
