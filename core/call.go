@@ -78,14 +78,21 @@ func (c *callConfig) checkWait(wait time.Duration, source string) {
 // so that a bad per-route setting fails at start-up instead of on every
 // request.
 func CheckCallOptions(opts ...CallOption) error {
+	_, err := readCallOptions(opts)
+	return err
+}
+
+// readCallOptions applies opts to a callConfig and returns it with the first
+// error they report.
+func readCallOptions(opts []CallOption) (callConfig, error) {
 	var c callConfig
 	for i, opt := range opts {
 		if opt == nil {
-			return fmt.Errorf("%w: call option %d is nil", ErrInvalidOption, i)
+			return callConfig{}, fmt.Errorf("%w: call option %d is nil", ErrInvalidOption, i)
 		}
 		opt(&c)
 	}
-	return c.err
+	return c, c.err
 }
 
 // resolve works out the TTL, the wait budget and the route label of one
@@ -100,14 +107,10 @@ func CheckCallOptions(opts ...CallOption) error {
 // default; then the Locker's.
 func (l *Locker) resolve(ctx context.Context, opts []CallOption) (ttl, wait time.Duration, route string, err error) {
 	var c callConfig
-	for i, opt := range opts {
-		if opt == nil {
-			return 0, 0, "", fmt.Errorf("%w: call option %d is nil", ErrInvalidOption, i)
+	if len(opts) > 0 { // the options escape: without any, c stays on the stack
+		if c, err = readCallOptions(opts); err != nil {
+			return 0, 0, "", err
 		}
-		opt(&c)
-	}
-	if c.err != nil {
-		return 0, 0, "", c.err
 	}
 	ttl = l.cfg.ttl
 	if v, ok := TTLFromContext(ctx); c.ttl > 0 {

@@ -38,7 +38,8 @@
 //
 // Acquire draws a 128-bit random token and loops: if the context is done it
 // returns the context's error; otherwise it sends SET key token NX PX ttl GET
-// (one round trip; on servers before Redis 7.0, a script doing the same). On
+// (one round trip; a script doing the same for the first attempt, which
+// expects a free name, and on servers before Redis 7.0). On
 // success it returns a Lease. If another holder has the key, it sleeps a
 // random time in [min, min+random) (WithSpin), trimmed to what is left of the
 // wait budget (WithWait, cut by the context's deadline) and cut short by the

@@ -13,8 +13,10 @@ import (
 // cohorting).
 //
 // The new lease keeps l's expiry while at least two thirds of ttl remain, and
-// costs no round trip then; otherwise handoff resets the lock's lifetime to
-// ttl with one compare-and-extend. With WithFencing it always makes that
+// costs no round trip then; so does a lock that the fair queue granted for
+// less than its TTL and that its watchdog has not extended yet (WithFair):
+// the new lease's watchdog extends it in the background. Otherwise handoff
+// resets the lock's lifetime to ttl with one compare-and-extend. With WithFencing it always makes that
 // round trip, whose script also draws the new lease's own, higher fencing
 // token: the holders that follow each other through a hand-over are fenced
 // from each other like any two holders. With WithWatchdog the new lease is
@@ -55,6 +57,12 @@ func (l *Lease) handoff(ctx context.Context, name string, ttl time.Duration) (*L
 	fencing := locker.cfg.fencing
 	if !fencing && time.Until(validUntil) >= ttl-ttl/3 {
 		return locker.newLease(name, l.key, l.token, l.fence, heldTTL, validUntil), nil
+	}
+	if !fencing && l.want > 0 && time.Until(validUntil) >= heldTTL/3 {
+		// A lock granted by the fair queue for the waiter's patience, not
+		// extended yet: the next holder takes it as it is, and its own
+		// watchdog extends it in the background, in time.
+		return locker.shortLease(name, l.key, l.token, l.fence, heldTTL, validUntil, ttl), nil
 	}
 	ioCtx, cancel := context.WithTimeout(ctx, locker.cfg.ioTimeout)
 	sent := time.Now()

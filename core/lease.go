@@ -40,6 +40,10 @@ type Lease struct {
 	done       chan struct{} // made on the first call of Done
 	expiry     *time.Timer   // closes done when validUntil passes
 	watch      *watchdog     // renews the hold (WithWatchdog); nil otherwise
+	// want is the TTL a lease granted for less (WithFair: a grant lasts the
+	// waiter's patience at first) is extended to by its watchdog, which
+	// then stops unless WithWatchdog is on; 0 otherwise.
+	want time.Duration
 }
 
 // leaseState is where a lease is in its life. Every lease starts held:
@@ -321,7 +325,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.releaseOnce.Do(func() {
 		l.stopWatchdog() // no renewal races the release
-		ctx := context.WithoutCancel(ctx)
+		ctx := detach(ctx)
 		start := time.Now()
 		l.mu.Lock()
 		before := l.outcomeLocked(start)

@@ -33,6 +33,7 @@ type Locker struct {
 	store  Store
 	owned  bool     // built by New or NewRedlock: Close closes the store
 	notify Notifier // WithNotify on a store that can push; nil otherwise
+	queuer Queuer   // WithFair; nil otherwise
 	// acquire and release are the Handler chain around take and unlock,
 	// composed once when the Locker is built.
 	acquire func(context.Context, *Request) error
@@ -94,12 +95,18 @@ func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, 
 	if r, ok := s.(*redlockStore); ok && err == nil {
 		err = r.check(&cfg)
 	}
+	if cfg.fair && err == nil {
+		err = checkFair(s)
+	}
 	l := &Locker{cfg: cfg, err: err, store: s, owned: owned}
 	if err != nil {
 		return l
 	}
 	if c, ok := s.(configurable); ok {
 		c.configure(&l.cfg)
+	}
+	if cfg.fair {
+		l.queuer = s.(Queuer)
 	}
 	if n, ok := s.(Notifier); ok && cfg.notify {
 		n.Announce()
@@ -213,6 +220,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...CallOption) (
 		deadline = dl
 	}
 	req := &Request{Name: name, Key: key, Route: route, TTL: ttl, Start: now, Deadline: deadline}
+	l.observeStart(ctx, req)
 	panicked := true
 	defer func() {
 		if panicked {
@@ -249,6 +257,15 @@ func (l *Locker) acquirePanicked(ctx context.Context, req *Request) {
 		}()
 	}
 	l.observeAcquire(ctx, req, nil, errAcquirePanicked)
+}
+
+// observeStart tells the StartObservers that an Acquire begins.
+func (l *Locker) observeStart(ctx context.Context, req *Request) {
+	for _, o := range l.cfg.observers {
+		if so, ok := o.(StartObserver); ok {
+			so.ObserveStart(ctx, StartEvent{Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL, Start: req.Start})
+		}
+	}
 }
 
 // observeAcquire tells the Observers how an Acquire ended, and keeps the
@@ -376,6 +393,9 @@ func (l *Locker) takeOver(ctx context.Context, req *Request, prev *Lease) (*Leas
 // name, sleep a random time (or until a release notice) and try again, until
 // the wait budget runs out.
 func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
+	if l.queuer != nil {
+		return l.waitInLine(ctx, req)
+	}
 	var timer *time.Timer
 	var wake <-chan struct{} // WithNotify: the release notices of req.Key
 	stop := func() {}
@@ -395,7 +415,7 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 		token := rand.Text() // 128 bits or more from crypto/rand
 		sent := time.Now()
 		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-		ok, fence, err := l.store.TryAcquire(ioCtx, req.Key, token, req.TTL, l.cfg.fencing)
+		ok, fence, err := l.tryAcquire(ioCtx, req, token, timer == nil) // no timer: no failed attempt yet
 		cancel()
 		if err != nil {
 			if cerr := callerErr(ctx); cerr != nil {
@@ -427,6 +447,29 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 			timer.Stop() // no stale tick after Stop since Go 1.23
 		}
 	}
+}
+
+// detach returns ctx without its cancellation and deadline, as
+// context.WithoutCancel does, but ctx itself when it has neither (the
+// context Release already detached, context.Background): the same context,
+// one allocation less on the release path.
+func detach(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		if _, ok := ctx.Deadline(); !ok {
+			return ctx
+		}
+	}
+	return context.WithoutCancel(ctx)
+}
+
+// tryAcquire is one attempt of spin in the store; first is set for the first
+// attempt of an Acquire, which expects the name to be free (see
+// freeAcquirer).
+func (l *Locker) tryAcquire(ctx context.Context, req *Request, token string, first bool) (bool, int64, error) {
+	if s, ok := l.store.(freeAcquirer); ok && first {
+		return s.tryAcquireFree(ctx, req.Key, token, req.TTL, l.cfg.fencing)
+	}
+	return l.store.TryAcquire(ctx, req.Key, token, req.TTL, l.cfg.fencing)
 }
 
 // callerErr returns the caller's context error: ctx's error, or
@@ -487,7 +530,7 @@ func (l *Locker) unlock(ctx context.Context, lease *Lease) error {
 
 // unlockStore deletes the lease's lock in the store if it still holds it.
 func (l *Locker) unlockStore(ctx context.Context, lease *Lease) error {
-	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
+	ioCtx, cancel := context.WithTimeout(detach(ctx), l.cfg.ioTimeout)
 	defer cancel()
 	ok, err := l.store.Release(ioCtx, lease.key, lease.token)
 	if err != nil {
@@ -503,7 +546,7 @@ func (l *Locker) unlockStore(ctx context.Context, lease *Lease) error {
 // (a hand-over that failed, a lease its watchdog gave up), if it still holds
 // token; it is bounded by the I/O timeout.
 func (l *Locker) undo(ctx context.Context, key, token string) {
-	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
+	ioCtx, cancel := context.WithTimeout(detach(ctx), l.cfg.ioTimeout)
 	defer cancel()
 	_, _ = l.store.Release(ioCtx, key, token)
 }

@@ -6,6 +6,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/internal/unclaimed"
+
+	"github.com/reqlock/reqlock/internal/redisscript"
 )
 
 // notifier is a Locker's shared subscription to release messages
@@ -20,20 +24,30 @@ type notifier struct {
 
 	mu      sync.Mutex
 	waiters map[string]map[*waiter]struct{} // channel → its waiters
-	idle    map[string]time.Time            // channel without waiters → when its last waiter left
-	started bool
-	closed  bool
-	subs    []*redis.PubSub
-	kick    chan struct{} // capacity 1: the set of channels changed
-	quit    chan struct{}
-	wg      sync.WaitGroup
+	// unclaimed keeps the grants heard for tokens that had no waiter yet:
+	// a grant can be published between the poll that queued a waiter and
+	// the waiter's joinQueue, on a channel subscribed already.
+	unclaimed unclaimed.Grants[Grant]
+	idle      map[string]time.Time // channel without waiters → when its last waiter left
+	started   bool
+	closed    bool
+	subs      []*redis.PubSub
+	kick      chan struct{} // capacity 1: the set of channels changed
+	quit      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // waiter is one waiting Acquire: c receives a signal when the lock it waits
-// for may have been released.
+// for may have been released. A waiter of the fair queue (WithFair) has a
+// token instead, and grants receives its grant (a message "token fence
+// ttl" on the channel, see queue.lua) or a Grant with OK false when it
+// should poll at once: when its channel's subscription is (re)confirmed, a
+// grant may have been published before it.
 type waiter struct {
 	channel string
 	c       chan struct{}
+	token   string
+	grants  chan Grant
 }
 
 // C returns the waiter's signal channel; a nil waiter's never fires.
@@ -61,10 +75,27 @@ func newNotifier(clients []redis.UniversalClient, ioTimeout, linger time.Duratio
 // or the store is closed; the caller then relies on its sleep alone. c
 // receives the signals (capacity 1; one pending signal is enough).
 func (n *notifier) join(key string, c chan struct{}) *waiter {
+	return n.add(&waiter{channel: channelOf(key), c: c})
+}
+
+// joinQueue registers a waiter of the fair queue for token's grant of key;
+// g has capacity 1. Like join, it returns nil when the store is closed.
+func (n *notifier) joinQueue(key, token string, g chan Grant) *waiter {
+	w := n.add(&waiter{channel: channelOf(key), token: token, grants: g})
+	if w != nil {
+		n.mu.Lock()
+		if g0, ok := n.unclaimed.Claim(token); ok {
+			offer(g, g0)
+		}
+		n.mu.Unlock()
+	}
+	return w
+}
+
+func (n *notifier) add(w *waiter) *waiter {
 	if n == nil {
 		return nil
 	}
-	w := &waiter{channel: channelOf(key), c: c}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -204,19 +235,85 @@ func (n *notifier) reader(ps *redis.PubSub) {
 			continue
 		}
 		pause = 10 * time.Millisecond
-		m, ok := msg.(*redis.Message)
-		if !ok {
-			continue // subscription confirmations, pongs
-		}
-		n.mu.Lock()
-		for w := range n.waiters[m.Channel] {
-			select {
-			case w.c <- struct{}{}:
-			default: // already signalled
+		switch m := msg.(type) {
+		case *redis.Message:
+			n.deliver(m.Channel, m.Payload)
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				n.confirmed(m.Channel)
 			}
 		}
-		n.mu.Unlock()
 	}
+}
+
+// deliver passes a message of channel on to its waiters: a signal to the
+// waiters of WithNotify, and to a fair waiter its grant.
+func (n *notifier) deliver(channel, payload string) {
+	token, grant, isGrant := parseGrant(payload)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	claimed := false
+	for w := range n.waiters[channel] {
+		switch {
+		case w.grants == nil:
+			signal(w.c)
+		case isGrant && w.token == token:
+			offer(w.grants, grant)
+			claimed = true
+		}
+	}
+	if isGrant && !claimed {
+		n.unclaimed.Keep(token, grant)
+	}
+}
+
+// confirmed tells the fair waiters of channel, now subscribed, to poll: a
+// grant published before the subscription took effect was not heard.
+func (n *notifier) confirmed(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for w := range n.waiters[channel] {
+		if w.grants != nil {
+			offer(w.grants, Grant{})
+		}
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+// offer puts g in c (capacity 1), replacing a pending poll request: a grant
+// outranks it.
+func offer(c chan Grant, g Grant) {
+	for {
+		select {
+		case c <- g:
+			return
+		default:
+		}
+		select {
+		case old := <-c:
+			if old.OK {
+				c <- old
+				return
+			}
+		default:
+		}
+	}
+}
+
+// parseGrant reads a grant message of the fair queue, "token fence ttl" (ttl
+// in ms; redisscript.ParseGrant); a release notice of WithNotify is empty.
+func parseGrant(payload string) (token string, g Grant, ok bool) {
+	token, fence, ttl, ok := redisscript.ParseGrant(payload)
+	if !ok {
+		return "", Grant{}, false
+	}
+	return token, Grant{OK: true, Fence: fence, TTL: ttl}, true
 }
 
 // close ends the subscription and waits for its goroutines.

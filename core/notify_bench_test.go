@@ -12,8 +12,10 @@ import (
 	"github.com/reqlock/reqlock/core"
 )
 
-// attemptHook signals every SET the waiter's client has sent and got a reply
-// to: the waiter has failed an attempt and is about to sleep.
+// attemptHook signals every attempt the waiter's client has sent and got a
+// reply to (the acquire script of a first attempt, SET of a later one; its
+// only other command is the release that ends the wait): the waiter has
+// failed an attempt and is about to sleep.
 type attemptHook struct{ sets chan struct{} }
 
 func (h attemptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -21,7 +23,7 @@ func (h attemptHook) DialHook(next redis.DialHook) redis.DialHook { return next 
 func (h attemptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if cmd.Name() == "set" {
+		if name := cmd.Name(); name == "set" || name == "evalsha" || name == "eval" {
 			select {
 			case h.sets <- struct{}{}:
 			default:

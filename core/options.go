@@ -39,6 +39,8 @@ type config struct {
 	fencing          bool
 	notify           bool
 	notifyLinger     time.Duration
+	fair             bool
+	fairPatience     time.Duration
 }
 
 func defaultConfig() config {
@@ -51,6 +53,7 @@ func defaultConfig() config {
 		prefix:     DefaultPrefix,
 
 		notifyLinger: DefaultNotifyLinger,
+		fairPatience: DefaultFairPatience,
 	}
 }
 
@@ -222,8 +225,8 @@ func WithWatchdogInterval(d time.Duration) Option {
 //
 // Fencing needs Redis 5.0 or later, whose scripts may read the clock before
 // writing (scripts are replicated by their effects). It replaces the native
-// SET ... NX GET by a script, which costs Redis a little more CPU per
-// attempt; round trips are unchanged. Tokens are 64-bit integers of about
+// SET ... NX GET of the attempts after the first by a script, which costs
+// Redis a little more CPU per attempt; round trips are unchanged. Tokens are 64-bit integers of about
 // 1.7e15 (microseconds since 1970): store them in 64-bit columns.
 func WithFencing() Option {
 	return func(c *config) { c.fencing = true }
@@ -289,6 +292,9 @@ func (c *config) validate() error {
 		bad("WithSpin(%v, %v): sleep durations must not be negative", c.spinMin, c.spinRandom)
 	} else if c.spinMin+c.spinRandom <= 0 {
 		bad("WithSpin(%v, %v): min+random must be positive, or waiters would flood Redis", c.spinMin, c.spinRandom)
+	}
+	if c.fair && c.fairPatience < minFairPatience {
+		bad("WithFairPatience(%v): the patience must be at least %v", c.fairPatience, minFairPatience)
 	}
 	if c.ioTimeout <= 0 {
 		bad("WithIOTimeout(%v): the I/O timeout must be positive", c.ioTimeout)

@@ -120,6 +120,27 @@ type Observer interface {
 	ObserveAcquire(ctx context.Context, e AcquireEvent) LeaseObserver
 }
 
+// StartObserver is an Observer that is also told when an Acquire begins,
+// after its arguments were checked and before the local queue and the store:
+// with ObserveAcquire at its end, it can count the Acquires in progress (the
+// requests waiting for a lock; lockotel's reqlock.acquire.pending). It is
+// found by interface assertion.
+type StartObserver interface {
+	Observer
+	// ObserveStart is called on the Acquire's goroutine, with its context.
+	// ObserveAcquire follows, once, when the Acquire ends.
+	ObserveStart(ctx context.Context, e StartEvent)
+}
+
+// StartEvent describes an Acquire that begins.
+type StartEvent struct {
+	Name  string
+	Key   string
+	Route string        // the route label, "" if none
+	TTL   time.Duration // the TTL asked for
+	Start time.Time     // when Acquire was called
+}
+
 // LeaseObserver is told how one lease ended. It is the per-lease state of an
 // Observer: whatever it needs at the end (a start time, a span) lives in it.
 type LeaseObserver interface {

@@ -81,18 +81,22 @@ func serverMicros(t *testing.T, client *redis.Client) int64 {
 }
 
 // TestTryAcquireIsRetrySafe runs the backend on a real server, with SET ...
-// NX GET, with the script used for servers before Redis 7.0 and with the
-// fenced script: the same token twice (a retried transmission) is ours, with
+// NX GET, with the script used for servers before Redis 7.0 (and for the
+// first attempt of an Acquire: free) and with the fenced script: the same token twice (a retried transmission) is ours, with
 // the same fencing token, another token is not. Fences are drawn as the
 // larger of the counter + 1 and the server's clock in microseconds.
 func TestTryAcquireIsRetrySafe(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	ctx := context.Background()
-	for _, mode := range []string{"native", "legacy", "fenced"} {
+	for _, mode := range []string{"native", "legacy", "free", "fenced"} {
 		s := NewRedisStore(client).(*redisStore)
 		fenced := mode == "fenced"
 		s.noSetGet.Store(mode == "legacy")
+		try := s.TryAcquire
+		if mode == "free" {
+			try = s.tryAcquireFree
+		}
 		key := "k:" + mode
 		var first int64
 		before := serverMicros(t, client)
@@ -100,7 +104,7 @@ func TestTryAcquireIsRetrySafe(t *testing.T) {
 			token string
 			want  bool
 		}{{"t1", true}, {"t1", true}, {"t2", false}} {
-			got, fence, err := s.TryAcquire(ctx, key, tc.token, 5*time.Second, fenced)
+			got, fence, err := try(ctx, key, tc.token, 5*time.Second, fenced)
 			if err != nil || got != tc.want {
 				t.Fatalf("%s step %d: tryAcquire(%s) = %v, %v; want %v", mode, i, tc.token, got, err, tc.want)
 			}
@@ -179,13 +183,17 @@ func TestTryAcquireOfItsOwnKeyResetsTheTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	ctx := context.Background()
-	for _, mode := range []string{"native", "legacy", "fenced"} {
+	for _, mode := range []string{"native", "legacy", "free", "fenced"} {
 		s := NewRedisStore(client).(*redisStore)
 		fenced := mode == "fenced"
 		s.noSetGet.Store(mode == "legacy")
+		try := s.TryAcquire
+		if mode == "free" {
+			try = s.tryAcquireFree
+		}
 		key := "own:" + mode
 		client.Set(ctx, key, "t1", 100*time.Millisecond)
-		ok, _, err := s.TryAcquire(ctx, key, "t1", 5*time.Second, fenced)
+		ok, _, err := try(ctx, key, "t1", 5*time.Second, fenced)
 		if !ok || err != nil {
 			t.Fatalf("%s: tryAcquire of its own key = %v, %v", mode, ok, err)
 		}

@@ -16,6 +16,11 @@ import (
 // stalls.
 const topologyTTL = time.Second
 
+// calmOpts are added to topologyOpts where a test counts every acquire as
+// a success: no fault is injected there, and a loaded machine can stall a
+// cluster node past the 300 ms I/O timeout, which would be a storage error.
+var calmOpts = []core.Option{core.WithIOTimeout(3 * time.Second)}
+
 var topologyOpts = []core.Option{
 	core.WithTTL(topologyTTL), core.WithWatchdog(), core.WithFencing(), core.WithNotify(),
 	core.WithWait(20 * time.Second), core.WithSpin(2*time.Millisecond, 3*time.Millisecond),
@@ -110,6 +115,8 @@ func TestClusterTopology(t *testing.T) {
 	a, b := clusterLocker(t, cl, topologyOpts...), clusterLocker(t, cl, topologyOpts...)
 
 	t.Run("exclusion", func(t *testing.T) {
+		calmer := append(append([]core.Option(nil), topologyOpts...), calmOpts...)
+		calm := []*core.Locker{clusterLocker(t, cl, calmer...), clusterLocker(t, cl, calmer...)}
 		names := []string{uniq(t), uniq(t), uniq(t), uniq(t)}
 		masters := map[*redistest.Server]bool{}
 		for _, n := range names {
@@ -134,7 +141,7 @@ func TestClusterTopology(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				contend(t, []*core.Locker{a, b}, 2, 5, n, func(lease *core.Lease) {
+				contend(t, calm, 2, 5, n, func(lease *core.Lease) {
 					exit := o[i].Enter()
 					mu.Lock()
 					if lease.Fence() <= last[n] {
@@ -163,7 +170,20 @@ func TestClusterTopology(t *testing.T) {
 		checkWake(t, a, b, cl.Nodes...)
 	})
 
+	t.Run("fair", func(t *testing.T) {
+		fair := append(append(append([]core.Option(nil), topologyOpts...), calmOpts...), core.WithFair())
+		ls := []*core.Locker{clusterLocker(t, cl, fair...), clusterLocker(t, cl, fair...)}
+		fairContend(t, ls, uniq(t), cl.Client(t))
+	})
+
 	t.Run("slot migration", func(t *testing.T) {
+		// A TTL of 2 s and a calm I/O timeout: the MIGRATE of the test and a
+		// loaded machine must not make the watchdog give up; what is checked
+		// is that its renewals follow the slot.
+		ttl := 2 * topologyTTL
+		calmer := append(append([]core.Option(nil), topologyOpts...), core.WithTTL(ttl))
+		calmer = append(calmer, calmOpts...)
+		a, b := clusterLocker(t, cl, calmer...), clusterLocker(t, cl, calmer...)
 		name := uniq(t)
 		lease, err := a.Acquire(ctx, name)
 		if err != nil {
@@ -184,7 +204,7 @@ func TestClusterTopology(t *testing.T) {
 		if err := cl.MigrateSlot(ctx, slot, to); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * topologyTTL / 2) // the watchdog renews through the redirections
+		time.Sleep(3 * ttl / 2) // the watchdog renews through the redirections
 		select {
 		case <-lease.Done():
 			t.Fatal("the lease was lost across the slot migration")
@@ -237,6 +257,11 @@ func TestSentinelTopology(t *testing.T) {
 	}
 	a, b := newLocker(), newLocker()
 	checkWake(t, a, b, d.Data...)
+
+	fair := append(append(append([]core.Option(nil), topologyOpts...), calmOpts...), core.WithFair())
+	fa, fb := core.New(d.Client(t), fair...), core.New(d.Client(t), fair...)
+	t.Cleanup(func() { _ = fa.Close(); _ = fb.Close() })
+	fairContend(t, []*core.Locker{fa, fb}, uniq(t), d.Client(t))
 
 	failoverUnderLease(t, "sentinel failover", a, b, func(ctx context.Context, _ string) error {
 		_, err := d.KillMaster(ctx)

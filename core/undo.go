@@ -30,7 +30,7 @@ func newUndos(s *redisStore) *undo.Queue {
 // internal/undo). It never holds the caller past ctx.
 func (s *redisStore) undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	s.undos.Undo(ctx, key, token, ttl, sent, func(ctx context.Context) undo.Outcome {
-		n, err := s.run(ctx, releaseScript, []string{key}, s.releaseArgs(key, token)...).Int64()
+		n, err := s.release(ctx, key, token)
 		return undoOutcome(n, err)
 	})
 }
@@ -51,17 +51,17 @@ func undoOutcome(n int64, err error) undo.Outcome {
 func (s *redisStore) sweep(ctx context.Context, batch []*undo.Attempt) []undo.Outcome {
 	// EVALSHA once the script is known to the deployment; EVAL (which
 	// caches it) the first time and after a NOSCRIPT (a restarted server).
-	seen := s.cached[releaseScript]
+	seen := s.cached[releaseScript.Script]
 	sha := seen.Load()
 	cmds := make([]*redis.Cmd, len(batch))
 	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, a := range batch {
-			keys, args := []string{a.Key}, s.releaseArgs(a.Key, a.Token)
-			if sha {
-				cmds[i] = releaseScript.EvalSha(ctx, p, keys, args...)
-			} else {
-				cmds[i] = releaseScript.Eval(ctx, p, keys, args...)
+		for i, u := range batch {
+			a := s.releaseArgs(u.Key, u.Token)
+			if !sha {
+				a.list[0], a.list[1] = "eval", releaseScript.src
 			}
+			cmds[i] = redis.NewCmd(ctx, a.list...)
+			_ = p.Process(ctx, cmds[i])
 		}
 		return nil
 	})

@@ -12,8 +12,9 @@ import (
 	"github.com/reqlock/reqlock/core"
 )
 
-// lateReply is a go-redis hook: once armed, the next SET reaches Redis but
-// its reply comes only after the caller's deadline; every later command
+// lateReply is a go-redis hook: once armed, the next command (an attempt:
+// the acquire script of a first attempt, SET of a later one) reaches Redis
+// but its reply comes only after the caller's deadline; every later command
 // waits delay before it is sent, as a command does that must dial a new
 // connection (go-redis closes one whose read timed out) on a busy machine.
 type lateReply struct {
@@ -25,7 +26,7 @@ func (h *lateReply) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *lateReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "set" && h.armed.CompareAndSwap(true, false) {
+		if h.armed.CompareAndSwap(true, false) {
 			_ = next(ctx, cmd) // executed by Redis
 			<-ctx.Done()       // the reply is late
 			h.after.Store(true)

@@ -106,8 +106,8 @@ func (l *Lease) renew(ctx context.Context, w *watchdog) {
 			continue
 		case <-timer.C:
 		}
-		ttl := l.TTL()
-		every := l.locker.renewEvery(ttl)
+		ttl := max(l.TTL(), l.want)
+		every := l.locker.renewEvery(l.TTL())
 		giveUp := l.ValidUntil().Add(-every)
 		rctx, cancel := context.WithDeadline(ctx, giveUp) // a renewal past giveUp is too late
 		// A client without ContextTimeoutEnabled ignores rctx's deadline
@@ -124,6 +124,8 @@ func (l *Lease) renew(ctx context.Context, w *watchdog) {
 		late.Stop()
 		cancel()
 		switch {
+		case err == nil && !l.locker.cfg.watchdog:
+			return // a granted lease caught up with its TTL (see want)
 		case err == nil:
 			timer.Reset(l.untilRenewal())
 		case errors.Is(err, ErrNotHeld):

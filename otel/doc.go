@@ -112,6 +112,7 @@
 //	reqlock.acquire.attempts  counter, {attempt}    route, outcome, error.type
 //	reqlock.acquires          counter, {acquire}    route, outcome, error.type
 //	reqlock.leases.held       up-down counter       route
+//	reqlock.acquire.pending   up-down counter       route  (acquires in progress: requests waiting for a lock)
 //
 // The histograms advise bucket bounds suited to lock waits: 0.5, 1, 2.5, 5,
 // 10, 25, 50, 100, 250, 500 ms, 1, 2.5, 5 and 10 s for acquires; 1 ms to 60 s

@@ -99,5 +99,5 @@ func Example_export() {
 	// span reqlock.acquire
 	// span reqlock.release
 	// span GET /orders/:id
-	// metrics [reqlock.acquire.attempts reqlock.acquire.duration reqlock.acquires reqlock.hold.duration reqlock.leases.held]
+	// metrics [reqlock.acquire.attempts reqlock.acquire.duration reqlock.acquire.pending reqlock.acquires reqlock.hold.duration reqlock.leases.held]
 }

@@ -68,7 +68,7 @@ func ExampleNew() {
 	// reqlock.acquire reqlock.route=/orders/:id reqlock.outcome=acquired reqlock.attempts=1
 	// reqlock.release reqlock.route=/orders/:id reqlock.outcome=released
 	// GET /orders/:id
-	// [reqlock.acquire.attempts reqlock.acquire.duration reqlock.acquires reqlock.hold.duration reqlock.leases.held]
+	// [reqlock.acquire.attempts reqlock.acquire.duration reqlock.acquire.pending reqlock.acquires reqlock.hold.duration reqlock.leases.held]
 }
 
 // An access log of locks on log/slog. Times are left out here so that the

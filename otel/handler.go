@@ -42,8 +42,9 @@ type Handler struct {
 }
 
 var (
-	_ core.Observer = (*Handler)(nil)
-	_ core.Handler  = (*Handler)(nil)
+	_ core.Observer      = (*Handler)(nil)
+	_ core.StartObserver = (*Handler)(nil)
+	_ core.Handler       = (*Handler)(nil)
 )
 
 // New returns a Handler that takes its tracer and meter, named ScopeName with
@@ -91,6 +92,12 @@ func (h *Handler) Close() error {
 	return err
 }
 
+// ObserveStart counts an Acquire that begins as pending
+// (reqlock.acquire.pending), until ObserveAcquire.
+func (h *Handler) ObserveStart(ctx context.Context, e core.StartEvent) {
+	h.ins.pending.Add(ctx, 1, h.cache.get(e.Route, "", "").add...)
+}
+
 // ObserveAcquire records an acquire that has ended: a reqlock.acquire span, a
 // child of the span in ctx, from the call of Locker.Acquire (e.Start) to its
 // return (e.End), and the acquire metrics. For an acquired lock it counts
@@ -117,6 +124,7 @@ func (h *Handler) ObserveAcquire(ctx context.Context, e core.AcquireEvent) core.
 	span.End(trace.WithTimestamp(e.End))
 
 	result := h.cache.get(e.Route, r.outcome, r.errType)
+	h.ins.pending.Add(ctx, -1, route.add...)
 	h.ins.acquireDuration.Record(ctx, wait, result.record...)
 	h.ins.attempts.Add(ctx, int64(e.Attempts), result.add...)
 	h.ins.acquires.Add(ctx, 1, result.add...)

@@ -17,6 +17,7 @@ const (
 	MetricAttempts        = "reqlock.acquire.attempts"  // counter, {attempt}: route, outcome, error.type
 	MetricAcquires        = "reqlock.acquires"          // counter, {acquire}: route, outcome, error.type
 	MetricLeasesHeld      = "reqlock.leases.held"       // up-down counter, {lease}: route
+	MetricAcquirePending  = "reqlock.acquire.pending"   // up-down counter, {request}: route
 	MetricHotspotHits     = "reqlock.hotspot.hits"      // observable counter, {acquire} (WithGuard)
 	MetricHotspotBypasses = "reqlock.hotspot.bypasses"  // observable counter, {acquire} (WithGuard)
 	MetricHotspotEvicts   = "reqlock.hotspot.evictions" // observable counter, {entry} (WithGuard)
@@ -42,6 +43,7 @@ type instruments struct {
 	attempts        metric.Int64Counter
 	acquires        metric.Int64Counter
 	held            metric.Int64UpDownCounter
+	pending         metric.Int64UpDownCounter
 }
 
 // newInstruments creates the instruments on meter. An instrument the meter
@@ -82,6 +84,16 @@ func newInstruments(meter metric.Meter) instruments {
 		metric.WithDescription("Leases acquired and not released yet.")); err != nil {
 		otel.Handle(err)
 		ins.held, _ = nop.Int64UpDownCounter(MetricLeasesHeld)
+	}
+	// As db.client.connection.pending_requests counts the requests waiting
+	// for a connection of a pool, this counts the requests waiting for a
+	// lock: Acquires begun and not ended, in the local queue, in the
+	// store's queue (WithFair) or spinning.
+	if ins.pending, err = meter.Int64UpDownCounter(MetricAcquirePending,
+		metric.WithUnit("{request}"),
+		metric.WithDescription("Lock acquires in progress: requests waiting for a lock.")); err != nil {
+		otel.Handle(err)
+		ins.pending, _ = nop.Int64UpDownCounter(MetricAcquirePending)
 	}
 	return ins
 }

@@ -1,12 +1,14 @@
 // Package lockbench measures what a Redis lock costs, reqlock against the
 // plain spin lock and its Go peers in the same run, on a real redis-server,
-// in three scenarios. The contention experiment: 3 worker processes, each
+// in four scenarios. The contention experiment: 3 worker processes, each
 // making 400 attempts in rounds of 4 parallel acquires (4 goroutines) of one
 // lock name, lock_key (1200 attempts in all); wait 3 s, TTL 10 s, sleep
 // 10–20 ms between attempts, a critical section of two round trips. It
 // counts the commands Redis executed (INFO commandstats) and the Redis round
-// trips each lock made. Then a continuous hot key, and uncontended acquires
-// of distinct names.
+// trips each lock made. Then a continuous hot key, uncontended acquires of
+// distinct names, and the scaling of one name from 3 to 192 contenders over
+// 3 processes. Targets checks the run against the goals of the fair queue
+// (core.WithFair).
 //
 // The plain spin lock is the baseline: the single-instance lock of the Redis
 // documentation (SET NX PX to acquire, a compare-and-delete script to

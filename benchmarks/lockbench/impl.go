@@ -61,7 +61,7 @@ const HandoffK = 3
 
 // Best names the reqlock variant with the best settings for a hot name: the
 // one the README compares with every peer.
-var Best = fmt.Sprintf("reqlock+hotspot+handoff%d+notify", HandoffK)
+var Best = fmt.Sprintf("reqlock+fair+hotspot+handoff%d", HandoffK)
 
 // Impls are the implementations the experiment compares, in table order:
 // the plain spin lock, the peers, and reqlock from its plain Locker to
@@ -85,8 +85,12 @@ var Impls = []Impl{
 		Config: "as reqlock, with WithNotify(): release publishes, waiters wake on it or on their sleep"},
 	{Name: "reqlock+hotspot+notify", Open: openReqlock([]core.Option{core.WithNotify()}, hotspot.WithCapacity(1000)),
 		Config: "as reqlock+hotspot, with WithNotify()"},
-	{Name: Best, Open: openReqlock([]core.Option{core.WithNotify()}, hotspot.WithCapacity(1000), hotspot.WithHandoff(HandoffK)),
+	{Name: fmt.Sprintf("reqlock+hotspot+handoff%d+notify", HandoffK), Open: openReqlock([]core.Option{core.WithNotify()}, hotspot.WithCapacity(1000), hotspot.WithHandoff(HandoffK)),
 		Config: fmt.Sprintf("as reqlock+hotspot+handoff%d, with WithNotify()", HandoffK)},
+	{Name: "reqlock+fair", Open: openReqlock([]core.Option{core.WithFair()}),
+		Config: "as reqlock, with WithFair(): waiters queue in Redis in arrival order, a release grants the lock to the first waiter and tells it by pub/sub; waiters poll every third of their patience (1 s), and do not sleep"},
+	{Name: Best, Open: openReqlock([]core.Option{core.WithFair()}, hotspot.WithCapacity(1000), hotspot.WithHandoff(HandoffK)),
+		Config: fmt.Sprintf("as reqlock+fair, with a hotspot Guard (capacity 1000) and WithHandoff(%d): one waiter per process queues in Redis", HandoffK)},
 }
 
 // Lookup returns the implementations named in the comma-separated list names

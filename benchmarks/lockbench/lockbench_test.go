@@ -33,14 +33,15 @@ func TestSmallRun(t *testing.T) {
 	p.Procs, p.Goroutines, p.Attempts = 2, 3, 6
 	p.HotProcs, p.HotGoroutines, p.HotFor = 2, 2, 300*time.Millisecond
 	p.SoloOps = 10
+	p.ScaleProcs, p.ScaleGoroutines, p.ScaleAttempts = 2, []int{1, 3}, 4
 	p.RTT = 0
 	var log strings.Builder
 	rep, err := Run(context.Background(), p, Impls, AllScenarios, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Results) != len(Impls) || len(rep.Hot) != len(Impls) || len(rep.Solo) != len(Impls) {
-		t.Fatalf("%d, %d and %d results for %d implementations", len(rep.Results), len(rep.Hot), len(rep.Solo), len(Impls))
+	if len(rep.Results) != len(Impls) || len(rep.Hot) != len(Impls) || len(rep.Solo) != len(Impls) || len(rep.Scale) != 2*len(Impls) {
+		t.Fatalf("%d, %d, %d and %d results for %d implementations", len(rep.Results), len(rep.Hot), len(rep.Solo), len(rep.Scale), len(Impls))
 	}
 	// Every reqlock variant takes every lock. A peer may time out now and
 	// then: rueidislock's waiters can miss a wake-up (they have no timer to
@@ -59,11 +60,19 @@ func TestSmallRun(t *testing.T) {
 	}
 	// The round trips the clients counted are the commands Redis executed:
 	// top-level SETs and scripts, and the subscription commands; the peers
-	// that SET inside a script send nothing but scripts.
+	// that SET inside a script, and the fair queue, send nothing but
+	// scripts. reqlock sends both: the first attempt of an acquire is a
+	// script with one SET inside and later attempts are SETs, and a release
+	// is a script that DELs the key it held; so its top-level SETs are its
+	// SETs less its scripts that were not releases.
 	scripted := map[string]bool{"bsm/redislock": true, "rueidislock": true}
 	for _, r := range rep.Results {
 		server := r.Scripts + pubsubCalls(r.Commands)
-		if !scripted[r.Impl] {
+		switch {
+		case scripted[r.Impl] || strings.Contains(r.Impl, "fair"):
+		case strings.HasPrefix(r.Impl, "reqlock"):
+			server += r.SETs - (r.Scripts - r.Commands["del"])
+		default:
 			server += r.SETs
 		}
 		if r.RoundTrips != server {
@@ -89,12 +98,21 @@ func TestSmallRun(t *testing.T) {
 		}
 	}
 
+	for _, r := range rep.Scale {
+		if r.Contenders != 2*r.Goroutines || r.Attempts != 2*p.ScaleQuota(r.Goroutines) || !failedOK(r.Impl, r.Failed, r.Attempts) || r.Overlaps != 0 || r.ReleaseErrors != 0 || r.RoundTrips < 1 {
+			t.Errorf("scaling: %s: %+v", r.Impl, r)
+		}
+		if r.WaitP50 > r.WaitP99 || r.WaitP99 > r.WaitMax || r.Wall <= 0 {
+			t.Errorf("scaling: %s: implausible waits %+v", r.Impl, r)
+		}
+	}
+
 	var md strings.Builder
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
 	for _, impl := range Impls {
-		want := 3 // a row per scenario, and one in the comparison for peers
+		want := 5 // a row per scenario (two for scaling), and one in the comparison for peers
 		if impl.Peer {
 			want++
 		}
@@ -193,5 +211,91 @@ func TestVerdicts(t *testing.T) {
 	}
 	if got := vs[2].String(); got != "wall time 2.00 s → 1.00 s, 2.00× lower" {
 		t.Errorf("a win reads %q", got)
+	}
+}
+
+// The scaling chart has a legend row per three implementations and draws
+// the best setting's line.
+func TestScaleChart(t *testing.T) {
+	rep := &Report{Params: DefaultParams(), Redis: "7.0.0", MeasuredRTT: 2 * time.Millisecond}
+	for i, impl := range Impls {
+		for _, g := range rep.Params.ScaleGoroutines {
+			n := rep.Params.ScaleProcs * g
+			rep.Scale = append(rep.Scale, ScaleResult{Impl: impl.Name, Goroutines: g, Contenders: n, Succeeded: 300,
+				RoundTrips: int64(300 * (i + 1) * n / 10), WaitP99: time.Duration(n*(i+1)) * time.Millisecond})
+		}
+	}
+	var b bytes.Buffer
+	if err := rep.WriteScaleChart(&b); err != nil {
+		t.Fatal(err)
+	}
+	if path := os.Getenv("LOCKBENCH_CHART"); path != "" {
+		_ = os.WriteFile(path, b.Bytes(), 0o644)
+	}
+	img, err := png.Decode(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := img.Bounds().Dy(); h != scaleChartHeight(len(Impls)) {
+		t.Errorf("the chart is %d pixels high for %d implementations", h, len(Impls))
+	}
+	best := 0
+	for y := range img.Bounds().Dy() {
+		for x := range img.Bounds().Dx() {
+			if r, g, bl, _ := img.At(x, y).RGBA(); r>>8 == uint32(colBest.R) && g>>8 == uint32(colBest.G) && bl>>8 == uint32(colBest.B) {
+				best++
+			}
+		}
+	}
+	if best < 500 {
+		t.Errorf("%d pixels of the best setting's colour", best)
+	}
+	if err := (&Report{}).WriteScaleChart(&b); err == nil {
+		t.Error("a chart without results")
+	}
+}
+
+// The targets compare the best setting with the best peer on each metric
+// and check the scaling rows' growth.
+func TestTargets(t *testing.T) {
+	rep := &Report{Params: DefaultParams(), Results: []Result{
+		{Impl: "plain-spin", Succeeded: 100, RoundTrips: 500, WaitP99: 300 * time.Millisecond, Wall: 10 * time.Second},
+		{Impl: "rueidislock", Succeeded: 100, RoundTrips: 400, WaitP99: 200 * time.Millisecond, Wall: 12 * time.Second},
+		{Impl: Fair, Succeeded: 100, RoundTrips: 230},
+		{Impl: Best, Succeeded: 100, RoundTrips: 80, WaitP99: 80 * time.Millisecond, Wall: 5 * time.Second},
+	}}
+	for i, g := range rep.Params.ScaleGoroutines {
+		n := rep.Params.ScaleProcs * g
+		rep.Scale = append(rep.Scale,
+			ScaleResult{Impl: Fair, Contenders: n, Succeeded: 100, RoundTrips: int64(200 + 100*i), WaitP99: time.Duration(n) * time.Millisecond},
+			ScaleResult{Impl: Best, Contenders: n, Succeeded: 100, RoundTrips: 80, WaitP99: time.Duration(n*n) * time.Millisecond})
+	}
+	want := map[string]bool{
+		"p99":            false, // 80 ms over rueidislock's 200 ms: 0.40×
+		"wall":           true,  // 5 s over plain-spin's 10 s: 0.5×
+		"rt":             true,
+		"fairrt":         false, // 2.3
+		"linear:" + Fair: true,
+		"flat:" + Fair:   false, // 5.0 over 2.0
+		"linear:" + Best: false, // quadratic
+		"flat:" + Best:   true,
+	}
+	got := rep.Targets()
+	if len(got) != len(want) {
+		t.Fatalf("%d targets: %+v", len(got), got)
+	}
+	for _, tg := range got {
+		if met, ok := want[tg.ID]; !ok || tg.Met() != met || tg.Missing {
+			t.Errorf("%s: met %v, want %v: %+v", tg.ID, tg.Met(), met, tg)
+		}
+	}
+	if p99, _ := rep.Target("p99"); p99.Bound != 70*time.Millisecond || !strings.Contains(p99.Measured, "rueidislock") || p99.Verdict() != "missed by 14% (1.14× the limit)" {
+		t.Errorf("p99: %+v, %s", p99, p99.Verdict())
+	}
+	if !rep.Missed("p99") || rep.Missed("wall") || rep.Missed("nope") {
+		t.Error("Missed")
+	}
+	if rep.RoundFloor() != 25 || rep.WallFloor() != 3000 || rep.Rounds() != 300 {
+		t.Errorf("floors %d %d, rounds %d", rep.RoundFloor(), rep.WallFloor(), rep.Rounds())
 	}
 }

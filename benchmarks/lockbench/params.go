@@ -4,6 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -35,6 +38,22 @@ type Params struct {
 	// The uncontended lock (scenario 3): one goroutine acquires and releases
 	// SoloOps distinct names in turn.
 	SoloOps int
+
+	// Scaling (scenario 4): for each entry of ScaleGoroutines, ScaleProcs
+	// processes × that many goroutines acquire Name one attempt after
+	// another, until each process has started ScaleAttempts attempts (at
+	// least two per goroutine) or ScaleFor has passed.
+	ScaleProcs      int
+	ScaleGoroutines []int
+	ScaleAttempts   int
+	ScaleFor        time.Duration
+}
+
+// ScaleQuota is how many attempts each process starts at a level of the
+// scaling scenario with goroutines goroutines per process: ScaleAttempts,
+// and at least two per goroutine.
+func (p Params) ScaleQuota(goroutines int) int {
+	return max(p.ScaleAttempts, 2*goroutines)
 }
 
 // DefaultRTT is the simulated round trip of a run: a client one millisecond
@@ -45,7 +64,9 @@ const DefaultRTT = time.Millisecond
 // × 400 attempts on lock_key in rounds of 4 parallel acquires (1200 attempts
 // in all), wait 3 s, TTL 10 s, sleep 10–20 ms, over a simulated round trip
 // of DefaultRTT; and the other scenarios at the same scale: 3 × 4
-// goroutines on one hot key for 5 s, and 500 uncontended acquires.
+// goroutines on one hot key for 5 s, 500 uncontended acquires, and 3
+// processes × 1, 4, 16 and 64 goroutines on one name, 100 attempts per
+// process and level (at least two per goroutine), each level cut after 8 s.
 func DefaultParams() Params {
 	return Params{
 		Procs:         3,
@@ -61,6 +82,11 @@ func DefaultParams() Params {
 		HotGoroutines: 4,
 		HotFor:        5 * time.Second,
 		SoloOps:       500,
+
+		ScaleProcs:      3,
+		ScaleGoroutines: []int{1, 4, 16, 64},
+		ScaleAttempts:   100,
+		ScaleFor:        8 * time.Second,
 	}
 }
 
@@ -80,6 +106,34 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&p.HotGoroutines, "hot-goroutines", p.HotGoroutines, "hot-key scenario: goroutines per process")
 	fs.DurationVar(&p.HotFor, "hot", p.HotFor, "hot-key scenario: how long the goroutines loop")
 	fs.IntVar(&p.SoloOps, "solo", p.SoloOps, "uncontended scenario: acquires")
+	fs.IntVar(&p.ScaleProcs, "scale-procs", p.ScaleProcs, "scaling scenario: worker processes")
+	fs.Var((*intList)(&p.ScaleGoroutines), "scale", "scaling scenario: comma-separated goroutines per process, one level each")
+	fs.IntVar(&p.ScaleAttempts, "scale-attempts", p.ScaleAttempts, "scaling scenario: attempts per process and level (at least two per goroutine)")
+	fs.DurationVar(&p.ScaleFor, "scale-for", p.ScaleFor, "scaling scenario: time after which a level starts no more attempts")
+}
+
+// intList is a flag of comma-separated positive integers.
+type intList []int
+
+func (l *intList) String() string {
+	parts := make([]string, len(*l))
+	for i, n := range *l {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *intList) Set(s string) error {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("not a positive integer: %q", f)
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
 }
 
 func (p Params) validate() error {
@@ -88,6 +142,9 @@ func (p Params) validate() error {
 	}
 	if p.HotProcs < 1 || p.HotGoroutines < 1 || p.HotFor <= 0 || p.SoloOps < 1 {
 		return fmt.Errorf("lockbench: the hot-key scenario needs at least 1 process and goroutine and a positive duration, the uncontended one at least 1 acquire (got %d, %d, %v, %d)", p.HotProcs, p.HotGoroutines, p.HotFor, p.SoloOps)
+	}
+	if p.ScaleProcs < 1 || len(p.ScaleGoroutines) == 0 || p.ScaleAttempts < 1 || p.ScaleFor <= 0 || slices.Min(p.ScaleGoroutines) < 1 {
+		return fmt.Errorf("lockbench: the scaling scenario needs at least 1 process, a level, 1 attempt, a positive duration and at least 1 goroutine per level (got %d, %v, %d, %v)", p.ScaleProcs, p.ScaleGoroutines, p.ScaleAttempts, p.ScaleFor)
 	}
 	if p.Name == "" || p.Wait < 0 || p.TTL <= 0 || p.SpinMin < 0 || p.SpinRandom < 0 || p.RTT < 0 {
 		return errors.New("lockbench: the name must not be empty, the TTL must be positive and no duration negative")

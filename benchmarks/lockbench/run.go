@@ -25,10 +25,35 @@ type Scenarios struct {
 	Contention bool // the contention experiment: rounds of parallel attempts on one name
 	Hot        bool // a continuous hot key for a fixed time
 	Solo       bool // uncontended acquires of distinct names
+	Scaling    bool // one name, more and more contenders
 }
 
 // AllScenarios runs everything.
-var AllScenarios = Scenarios{Contention: true, Hot: true, Solo: true}
+var AllScenarios = Scenarios{Contention: true, Hot: true, Solo: true, Scaling: true}
+
+// ParseScenarios reads a comma-separated list of scenarios (contention,
+// hot, solo, scaling); "" or "all" is AllScenarios.
+func ParseScenarios(list string) (Scenarios, error) {
+	if list == "" || list == "all" {
+		return AllScenarios, nil
+	}
+	var s Scenarios
+	for _, name := range strings.Split(list, ",") {
+		switch strings.TrimSpace(name) {
+		case "contention":
+			s.Contention = true
+		case "hot":
+			s.Hot = true
+		case "solo":
+			s.Solo = true
+		case "scaling":
+			s.Scaling = true
+		default:
+			return s, fmt.Errorf("lockbench: unknown scenario %q (contention, hot, solo, scaling)", name)
+		}
+	}
+	return s, nil
+}
 
 // Report is a whole run: its shape, the machine, the server and the results
 // of each scenario that ran.
@@ -43,6 +68,10 @@ type Report struct {
 	Results     []Result    // the contention experiment
 	Hot         []HotResult // the continuous hot key
 	Solo        []SoloResult
+	Scale       []ScaleResult // the scaling scenario, by level, then implementation (see ScaleRows)
+	// Took is how long the run took, from the server's start to the last
+	// scenario's end.
+	Took time.Duration
 }
 
 // Run starts a redis-server and the delaying proxy in front of it and runs
@@ -52,6 +81,7 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	srv, err := redistest.Launch()
 	if err != nil {
 		return nil, err
@@ -75,33 +105,45 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 	}
 	b := &bench{p: p, admin: admin, addr: proxy.Addr()}
 	rep := &Report{Params: p, Machine: ThisMachine(), Redis: version, Date: time.Now(), MeasuredRTT: rtt}
-	steps := []struct {
-		on       bool
-		scenario string
-		procs    int
-		what     string
-		keep     func(name string, run workerRun)
-	}{
-		{only.Contention, scenarioContention, p.Procs, fmt.Sprintf("%d processes × %d attempts in rounds of %d", p.Procs, p.Attempts, p.Goroutines),
-			func(name string, run workerRun) { rep.Results = append(rep.Results, mergeContention(name, p, run)) }},
-		{only.Hot, scenarioHot, p.HotProcs, fmt.Sprintf("hot key, %d processes × %d goroutines for %v", p.HotProcs, p.HotGoroutines, p.HotFor),
-			func(name string, run workerRun) { rep.Hot = append(rep.Hot, mergeHot(name, p, run)) }},
-		{only.Solo, scenarioSolo, 1, fmt.Sprintf("%d uncontended acquires", p.SoloOps),
-			func(name string, run workerRun) { rep.Solo = append(rep.Solo, mergeSolo(name, p, run)) }},
+	type step struct {
+		scenario   string
+		procs      int
+		goroutines int // the scaling scenario's level
+		what       string
+		keep       func(name string, run workerRun)
 	}
-	for _, impl := range impls {
-		for _, step := range steps {
-			if !step.on {
-				continue
-			}
+	var steps []step
+	if only.Contention {
+		steps = append(steps, step{scenarioContention, p.Procs, 0, fmt.Sprintf("%d processes × %d attempts in rounds of %d", p.Procs, p.Attempts, p.Goroutines),
+			func(name string, run workerRun) { rep.Results = append(rep.Results, mergeContention(name, p, run)) }})
+	}
+	if only.Hot {
+		steps = append(steps, step{scenarioHot, p.HotProcs, 0, fmt.Sprintf("hot key, %d processes × %d goroutines for %v", p.HotProcs, p.HotGoroutines, p.HotFor),
+			func(name string, run workerRun) { rep.Hot = append(rep.Hot, mergeHot(name, p, run)) }})
+	}
+	if only.Solo {
+		steps = append(steps, step{scenarioSolo, 1, 0, fmt.Sprintf("%d uncontended acquires", p.SoloOps),
+			func(name string, run workerRun) { rep.Solo = append(rep.Solo, mergeSolo(name, p, run)) }})
+	}
+	if only.Scaling {
+		for _, g := range p.ScaleGoroutines {
+			steps = append(steps, step{scenarioScale, p.ScaleProcs, g, fmt.Sprintf("scaling, %d processes × %d goroutines, %d attempts each", p.ScaleProcs, g, p.ScaleQuota(g)),
+				func(name string, run workerRun) { rep.Scale = append(rep.Scale, mergeScale(name, p, g, run)) }})
+		}
+	}
+	// Scenario by scenario, so that the rows of one table run close together
+	// in time: the machine may be shared, and its load drifts.
+	for _, step := range steps {
+		for _, impl := range impls {
 			fmt.Fprintf(log, "lockbench: %s: %s...\n", impl.Name, step.what)
-			run, err := b.run(ctx, step.scenario, impl, step.procs)
+			run, err := b.run(ctx, job{Scenario: step.scenario, Impl: impl.Name, Goroutines: step.goroutines}, step.procs)
 			if err != nil {
 				return nil, fmt.Errorf("lockbench: %s: %s: %w", impl.Name, step.scenario, err)
 			}
 			step.keep(impl.Name, run)
 		}
 	}
+	rep.Took = time.Since(began)
 	return rep, nil
 }
 
@@ -120,6 +162,13 @@ type workerRun struct {
 	reports  []*report
 	wall     time.Duration
 	commands map[string]int64
+	// stall is the longest a 1 ms sleep of the runner overslept during the
+	// run: how long the process that runs the proxy, and so every round
+	// trip, was held up by the machine at worst.
+	stall time.Duration
+	// rtt is the median round trip of a PING through the proxy, sent every
+	// 10 ms during the run.
+	rtt time.Duration
 }
 
 // worker is a running worker process.
@@ -129,10 +178,10 @@ type worker struct {
 	out   *bufio.Reader
 }
 
-// run starts procs worker processes for one scenario of impl, waits until
-// all are warmed up, clears the data and the command statistics, starts
-// them together and collects their reports.
-func (b *bench) run(ctx context.Context, scenario string, impl Impl, procs int) (res workerRun, err error) {
+// run starts procs worker processes for the job's scenario and
+// implementation, waits until all are warmed up, clears the data and the
+// command statistics, starts them together and collects their reports.
+func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return res, err
@@ -148,7 +197,8 @@ func (b *bench) run(ctx context.Context, scenario string, impl Impl, procs int) 
 		}
 	}()
 	for i := range procs {
-		spec, _ := json.Marshal(job{Scenario: scenario, Impl: impl.Name, Addr: b.addr, Params: b.p, Proc: i})
+		j.Addr, j.Params, j.Proc = b.addr, b.p, i
+		spec, _ := json.Marshal(j)
 		cmd := exec.CommandContext(ctx, exe)
 		cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
 		cmd.Stderr = os.Stderr
@@ -177,6 +227,12 @@ func (b *bench) run(ctx context.Context, scenario string, impl Impl, procs int) 
 		return res, err
 	}
 
+	stopProbe := startProbe(b.addr)
+	defer func() {
+		if stopProbe != nil {
+			stopProbe()
+		}
+	}()
 	start := time.Now()
 	for _, w := range workers {
 		if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
@@ -198,11 +254,71 @@ func (b *bench) run(ctx context.Context, scenario string, impl Impl, procs int) 
 	}
 	wg.Wait()
 	res.wall = time.Since(start)
+	res.stall, res.rtt = stopProbe()
+	stopProbe = nil
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}
 	res.commands, err = commandCalls(ctx, b.admin)
 	return res, err
+}
+
+// startProbe starts probeStalls and pingProbe; the function it returns
+// stops them and returns the longest stall and the median round trip.
+func startProbe(addr string) func() (stall, rtt time.Duration) {
+	done := make(chan struct{})
+	stalls := make(chan time.Duration, 1)
+	rtts := make(chan time.Duration, 1)
+	go func() { stalls <- probeStalls(done) }()
+	go func() { rtts <- pingProbe(addr, done) }()
+	return func() (time.Duration, time.Duration) {
+		close(done)
+		return <-stalls, <-rtts
+	}
+}
+
+// pingProbe sends a PING through the proxy at addr every 10 ms until done
+// is closed and returns the median round trip (0 if none came back).
+func pingProbe(addr string, done <-chan struct{}) time.Duration {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	var rtts []time.Duration
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			slices.Sort(rtts)
+			return percentile(rtts, 50)
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		start := time.Now()
+		if c.Ping(ctx).Err() == nil {
+			rtts = append(rtts, time.Since(start))
+		}
+		cancel()
+	}
+}
+
+// probeStalls sleeps 1 ms at a time until done is closed and returns the
+// longest oversleep: a stall of the machine (other work on its cores), seen
+// by the process that runs the proxy.
+func probeStalls(done <-chan struct{}) time.Duration {
+	var worst time.Duration
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-done:
+			return worst
+		case <-t.C:
+			now := time.Now()
+			worst = max(worst, now.Sub(last)-time.Millisecond)
+			last = now
+		}
+	}
 }
 
 // commandCalls reads the calls per command Redis executed since CONFIG

@@ -26,6 +26,13 @@ type Result struct {
 	WaitP99       time.Duration
 	Counters      map[string]int64
 	Errors        []string
+	// Stall is the longest the runner's 1 ms sleep overslept during the
+	// run: other work on the machine, which holds up every round trip
+	// through the proxy.
+	Stall time.Duration
+	// RTT is the median round trip of a PING through the proxy, sent
+	// every 10 ms during the run.
+	RTT time.Duration
 }
 
 // contentionRounds runs p.Attempts acquires of p.Name in rounds of
@@ -68,5 +75,7 @@ func mergeContention(name string, p Params, run workerRun) Result {
 		WaitP99:       percentile(t.waits, 99),
 		Counters:      t.counters,
 		Errors:        t.errors,
+		Stall:         run.stall,
+		RTT:           run.rtt,
 	}
 }

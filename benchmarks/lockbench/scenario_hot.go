@@ -29,6 +29,8 @@ type HotResult struct {
 	WaitP50       time.Duration
 	WaitP99       time.Duration
 	Errors        []string
+	Stall         time.Duration // as Result's
+	RTT           time.Duration // as Result's
 }
 
 // PerSecond returns the rate of n over the scenario's duration.
@@ -77,6 +79,8 @@ func mergeHot(name string, p Params, run workerRun) HotResult {
 		WaitP50:       percentile(t.waits, 50),
 		WaitP99:       percentile(t.waits, 99),
 		Errors:        t.errors,
+		Stall:         run.stall,
+		RTT:           run.rtt,
 	}
 	type take struct {
 		at   int64

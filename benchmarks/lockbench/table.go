@@ -25,6 +25,12 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	if len(rep.Solo) > 0 {
 		b.WriteString(rep.SoloShape() + "\n\n" + rep.SoloTable() + "\n")
 	}
+	if len(rep.Scale) > 0 {
+		b.WriteString(rep.ScaleShape() + "\n\n" + rep.ScaleWaitTable() + "\n" + rep.ScaleRoundTripTable() + "\n")
+	}
+	if t := rep.TargetTable(); t != "" {
+		b.WriteString(t + "\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -57,6 +63,11 @@ func (rep *Report) ContentionTable() string {
 	for _, r := range rep.Results {
 		errorNote(&b, r.Impl, r.ReleaseErrors, r.Errors)
 	}
+	stalls := make([]string, len(rep.Results))
+	for i, r := range rep.Results {
+		stalls[i] = fmt.Sprintf("%s %s, %s", r.Impl, msShort(r.Stall), ms2(r.RTT))
+	}
+	stallNote(&b, stalls)
 	return b.String()
 }
 
@@ -176,6 +187,11 @@ func (rep *Report) HotTable() string {
 	for _, r := range rep.Hot {
 		errorNote(&b, r.Impl, r.ReleaseErrors, r.Errors)
 	}
+	stalls := make([]string, len(rep.Hot))
+	for i, r := range rep.Hot {
+		stalls[i] = fmt.Sprintf("%s %s, %s", r.Impl, msShort(r.Stall), ms2(r.RTT))
+	}
+	stallNote(&b, stalls)
 	return b.String()
 }
 
@@ -198,6 +214,149 @@ func (rep *Report) SoloTable() string {
 		errorNote(&b, r.Impl, 0, r.Errors)
 	}
 	return b.String()
+}
+
+// ScaleShape describes the scaling scenario.
+func (rep *Report) ScaleShape() string {
+	p := rep.Params
+	levels := make([]string, len(p.ScaleGoroutines))
+	attempts := make([]string, len(p.ScaleGoroutines))
+	for i, g := range p.ScaleGoroutines {
+		levels[i] = fmt.Sprint(g)
+		attempts[i] = fmt.Sprint(p.ScaleQuota(g))
+	}
+	return fmt.Sprintf("%d processes × %s goroutines (%s contenders) acquire %q one attempt after another, same lock settings and critical section, until each process has started %s attempts (at least two per goroutine) or %v have passed; the attempts under way then finish.",
+		p.ScaleProcs, strings.Join(levels, ", "), strings.Join(rep.ScaleLevels(), ", "), p.Name, strings.Join(attempts, ", "), p.ScaleFor)
+}
+
+// ScaleLevels returns the contenders of each level of the scaling scenario,
+// as text.
+func (rep *Report) ScaleLevels() []string {
+	out := make([]string, len(rep.Params.ScaleGoroutines))
+	for i, g := range rep.Params.ScaleGoroutines {
+		out[i] = fmt.Sprint(rep.Params.ScaleProcs * g)
+	}
+	return out
+}
+
+// ScaleRows groups the scaling results by implementation, in the order the
+// implementations first appear, each with its levels in order.
+func (rep *Report) ScaleRows() [][]ScaleResult {
+	var rows [][]ScaleResult
+	for _, r := range rep.Scale {
+		i := slices.IndexFunc(rows, func(row []ScaleResult) bool { return row[0].Impl == r.Impl })
+		if i < 0 {
+			rows = append(rows, nil)
+			i = len(rows) - 1
+		}
+		rows[i] = append(rows[i], r)
+	}
+	for _, row := range rows {
+		slices.SortStableFunc(row, func(a, b ScaleResult) int { return a.Contenders - b.Contenders })
+	}
+	return rows
+}
+
+// ScaleResultOf returns impl's result at the level of contenders.
+func (rep *Report) ScaleResultOf(impl string, contenders int) (ScaleResult, bool) {
+	for _, r := range rep.Scale {
+		if r.Impl == impl && r.Contenders == contenders {
+			return r, true
+		}
+	}
+	return ScaleResult{}, false
+}
+
+// scaleHeader is the header of a table with a column per level.
+func (rep *Report) scaleHeader() string {
+	var b strings.Builder
+	b.WriteString("| implementation |")
+	for _, n := range rep.ScaleLevels() {
+		fmt.Fprintf(&b, " %s contenders |", n)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(rep.Params.ScaleGoroutines)) + "\n")
+	return b.String()
+}
+
+// ScaleWaitTable gives, per implementation and level, the wait p50, p99 and
+// maximum of the successful acquires.
+func (rep *Report) ScaleWaitTable() string {
+	var b strings.Builder
+	b.WriteString("Wait p50 / p99 / max of the successful acquires:\n\n" + rep.scaleHeader())
+	for _, row := range rep.ScaleRows() {
+		fmt.Fprintf(&b, "| %s |", row[0].Impl)
+		for _, r := range row {
+			fmt.Fprintf(&b, " %s / %s / %s |", msShort(r.WaitP50), msShort(r.WaitP99), msShort(r.WaitMax))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// ScaleRoundTripTable gives, per implementation and level, the Redis round
+// trips per success, and the failed acquires where there were any.
+func (rep *Report) ScaleRoundTripTable() string {
+	var b strings.Builder
+	b.WriteString("Redis round trips per success (and the failed acquires, out of all attempts, where any failed: their wait budget of " + rep.Params.Wait.String() + " ran out):\n\n" + rep.scaleHeader())
+	for _, row := range rep.ScaleRows() {
+		fmt.Fprintf(&b, "| %s |", row[0].Impl)
+		for _, r := range row {
+			fmt.Fprintf(&b, " %s", ratio(r.RoundTrips, int64(r.Succeeded)))
+			if r.Failed > 0 {
+				fmt.Fprintf(&b, " (%d of %d failed)", r.Failed, r.Attempts)
+			}
+			b.WriteString(" |")
+		}
+		b.WriteString("\n")
+	}
+	for _, r := range rep.Scale {
+		if r.Overlaps > 0 {
+			fmt.Fprintf(&b, "\n%s, %d contenders: %d overlaps\n", r.Impl, r.Contenders, r.Overlaps)
+		}
+	}
+	for _, row := range rep.ScaleRows() {
+		var releaseErrors int
+		var errs []string
+		for _, r := range row {
+			releaseErrors += r.ReleaseErrors
+			errs = addErrors(errs, r.Errors)
+		}
+		errorNote(&b, row[0].Impl, releaseErrors, errs[:min(len(errs), 3)])
+	}
+	var stalls []string
+	for _, row := range rep.ScaleRows() {
+		levels := make([]string, len(row))
+		rtts := make([]string, len(row))
+		for i, r := range row {
+			levels[i] = fmt.Sprintf("%.0f", msf(r.Stall))
+			rtts[i] = fmt.Sprintf("%.2f", msf(r.RTT))
+		}
+		stalls = append(stalls, fmt.Sprintf("%s %s ms, %s ms", row[0].Impl, strings.Join(levels, " / "), strings.Join(rtts, " / ")))
+	}
+	stallNote(&b, stalls)
+	return b.String()
+}
+
+// TargetTable lists the targets of the fair queue the run checked, met or
+// missed; "" when it checked none.
+func (rep *Report) TargetTable() string {
+	var b strings.Builder
+	for _, t := range rep.Targets() {
+		if t.Missing {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| target | in this run | verdict |\n|---|---|---|\n")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Goal, t.Measured, t.Verdict())
+	}
+	return b.String()
+}
+
+// stallNote writes, below a table, the longest stall of the runner's 1 ms
+// sleep during each row's run.
+func stallNote(b *strings.Builder, stalls []string) {
+	fmt.Fprintf(b, "\nThe machine during each run: the longest stall (how much the runner's 1 ms sleep overslept at worst; the runner forwards every round trip through the proxy, so a stall holds up whoever waits on Redis), then the median round trip of a PING through the proxy every 10 ms: %s.\n", strings.Join(stalls, "; "))
 }
 
 // errorNote writes, below a table, the errors an implementation met.
@@ -224,6 +383,14 @@ func per(a int64, b int) float64 {
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", msf(d)) }
+
+// msShort is ms with the unit, and without decimals from 100 ms on.
+func msShort(d time.Duration) string {
+	if d >= 100*time.Millisecond {
+		return fmt.Sprintf("%.0f ms", msf(d))
+	}
+	return ms(d)
+}
 
 func ms2(d time.Duration) string { return fmt.Sprintf("%.2f ms", msf(d)) }
 

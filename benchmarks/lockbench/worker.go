@@ -22,6 +22,7 @@ const (
 	scenarioContention = "contention"
 	scenarioHot        = "hot"
 	scenarioSolo       = "solo"
+	scenarioScale      = "scale"
 )
 
 // job is what the runner asks of one worker process.
@@ -31,6 +32,9 @@ type job struct {
 	Addr     string
 	Params   Params
 	Proc     int
+	// Goroutines is the level of the scaling scenario: goroutines per
+	// process.
+	Goroutines int `json:",omitempty"`
 }
 
 // report is what a worker process sends back, as one line of JSON.
@@ -111,6 +115,8 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 		r = hotLoop(ctx, lock, critical, j.Params)
 	case scenarioSolo:
 		r = solo(ctx, lock, j.Params, j.Proc, rt)
+	case scenarioScale:
+		r = scaleLoop(ctx, lock, critical, j.Params, j.Goroutines)
 	default:
 		return fmt.Errorf("unknown scenario %q", j.Scenario)
 	}
@@ -130,6 +136,8 @@ func warmUp(ctx context.Context, lock Lock, j job) error {
 		parallel, rounds = j.Params.Goroutines, 2
 	case scenarioHot:
 		parallel, rounds = j.Params.HotGoroutines, 2
+	case scenarioScale:
+		parallel, rounds = j.Goroutines, 2
 	}
 	for round := range rounds {
 		errs := make([]error, parallel)

@@ -3,6 +3,7 @@ package storetest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/core/storetest"
+	"github.com/reqlock/reqlock/internal/redisscript"
 	"github.com/reqlock/reqlock/internal/redistest"
 )
 
@@ -203,6 +205,99 @@ func (s mute) Watch(key string) (<-chan struct{}, func()) {
 	return s.Store.(core.Notifier).Watch(key)
 }
 
+// queue is the real store's fair queue (core.Queuer), for the broken
+// Queuers to build on.
+type queue struct{ base }
+
+func (q queue) real() core.Queuer { return q.Store.(core.Queuer) }
+
+func (q queue) Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (core.Grant, error) {
+	return q.real().Enqueue(ctx, key, token, ttl, patience, fenced)
+}
+
+func (q queue) Dequeue(ctx context.Context, key, token string) error {
+	return q.real().Dequeue(ctx, key, token)
+}
+
+func (q queue) Grants(key, token string) (<-chan core.Grant, func()) {
+	return q.real().Grants(key, token)
+}
+
+// enqueueOverwrites is a Queuer whose Enqueue takes the key whoever holds
+// it: SET without NX.
+type enqueueOverwrites struct{ queue }
+
+func (s enqueueOverwrites) Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (core.Grant, error) {
+	err := s.c.Set(ctx, key, token, ttl).Err()
+	return core.Grant{OK: err == nil, TTL: ttl}, err
+}
+
+// releaseIgnoresQueue is a Queuer whose Release frees the key without
+// granting it to the first waiter (plain compare-and-delete): waiters find
+// the key free at their next poll.
+type releaseIgnoresQueue struct{ queue }
+
+func (s releaseIgnoresQueue) Release(ctx context.Context, key, token string) (bool, error) {
+	n, err := s.c.Eval(ctx, `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`,
+		[]string{key}, token).Int64()
+	return n == 1, err
+}
+
+// dequeueLeavesLine is a Queuer whose Dequeue takes the token out of the
+// queue, but leaves it the key if a release granted it.
+type dequeueLeavesLine struct{ queue }
+
+func (s dequeueLeavesLine) Dequeue(ctx context.Context, key, token string) error {
+	return s.c.Eval(ctx, `redis.call("ZREM", KEYS[1], ARGV[1]) redis.call("HDEL", KEYS[2], ARGV[1]) return 0`,
+		[]string{redisscript.QueueKey(key), redisscript.WaitersKey(key)}, token).Err()
+}
+
+// mutantQueue is a Queuer whose Enqueue, Release and Dequeue run the Redis
+// store's scripts with a deliberate bug in their text.
+type mutantQueue struct {
+	queue
+	enqueue, release, dequeue string
+}
+
+// mutant returns a Queuer on b whose scripts have old replaced by new.
+func mutant(b base, old, new string) core.Store {
+	m := mutantQueue{queue: queue{b}, enqueue: redisscript.Enqueue, release: redisscript.Release, dequeue: redisscript.Dequeue}
+	n := 0
+	for _, text := range []*string{&m.enqueue, &m.release, &m.dequeue} {
+		n += strings.Count(*text, old)
+		*text = strings.ReplaceAll(*text, old, new)
+	}
+	if n == 0 {
+		panic(fmt.Sprintf("broken store: %q is in none of the scripts", old))
+	}
+	return m
+}
+
+func (m mutantQueue) Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (core.Grant, error) {
+	f := "0"
+	if fenced {
+		f = "1"
+	}
+	r, err := m.c.Eval(ctx, m.enqueue, redisscript.Keys(key), token, ttl.Milliseconds(), patience.Milliseconds(), f,
+		redisscript.Channel(key), redisscript.FenceGrace.Milliseconds()).Int64Slice()
+	if err != nil {
+		return core.Grant{}, err
+	}
+	if len(r) != 3 {
+		return core.Grant{}, fmt.Errorf("broken store: enqueue answered %v", r)
+	}
+	return core.Grant{OK: r[0] == 1, Fence: r[1], TTL: time.Duration(r[2]) * time.Millisecond}, nil
+}
+
+func (m mutantQueue) Release(ctx context.Context, key, token string) (bool, error) {
+	n, err := m.c.Eval(ctx, m.release, redisscript.Keys(key), token, redisscript.Channel(key), "0", redisscript.FenceGrace.Milliseconds()).Int64()
+	return n == 1, err
+}
+
+func (m mutantQueue) Dequeue(ctx context.Context, key, token string) error {
+	return m.c.Eval(ctx, m.dequeue, redisscript.Keys(key), token, redisscript.Channel(key), redisscript.FenceGrace.Milliseconds()).Err()
+}
+
 // brokenCase is a store that breaks property, described by store, and a
 // piece of the failure the suite must report.
 type brokenCase struct {
@@ -308,6 +403,63 @@ var brokenCases = []brokenCase{
 		property: "NotifierWakesWatchers", store: "Announce does nothing",
 		wrap: func(b base) core.Store { return mute{b} },
 		want: "no notice on the Watch channel",
+	},
+	{
+		property: "FairMutualExclusion", store: "Enqueue without NX",
+		wrap: func(b base) core.Store { return enqueueOverwrites{queue{b}} },
+		want: "critical sections overlapped",
+	},
+	{
+		property: "FairGrantsInArrivalOrder", store: "grants to the tail of the queue",
+		wrap: func(b base) core.Store {
+			return mutant(b, `redis.call("ZRANGE", KEYS[3], 0, 0)[1]`, `redis.call("ZRANGE", KEYS[3], -1, -1)[1]`)
+		},
+		want: "want the order they queued in",
+	},
+	{
+		property: "QueuerReleaseGrantsTheHead", store: "grants not published",
+		wrap: func(b base) core.Store {
+			return mutant(b, `redis.call("PUBLISH", channel, string.format("%s %d %d", token, fence, ttl))`, ``)
+		},
+		want: "no grant on the Grants channel",
+	},
+	{
+		property: "QueuerReleaseGrantsTheHead", store: "Release frees the key without granting it",
+		wrap: func(b base) core.Store { return releaseIgnoresQueue{queue{b}} },
+		want: "no grant on the Grants channel",
+	},
+	{
+		property: "QueuerReleaseGrantsTheHead", store: "grants to the tail of the queue",
+		wrap: func(b base) core.Store {
+			return mutant(b, `redis.call("ZRANGE", KEYS[3], 0, 0)[1]`, `redis.call("ZRANGE", KEYS[3], -1, -1)[1]`)
+		},
+		want: "did not grant it to the first",
+	},
+	{
+		property: "QueuerGiveUpPassesTheGrantOn", store: "Dequeue frees a grant without passing it on",
+		wrap: func(b base) core.Store {
+			return mutant(b, `grant(now_ms(), ARGV[2], tonumber(ARGV[3]))`, `tidy()`)
+		},
+		want: "the grant was not passed on",
+	},
+	{
+		property: "QueuerGiveUpPassesTheGrantOn", store: "Dequeue only leaves the line",
+		wrap: func(b base) core.Store { return dequeueLeavesLine{queue{b}} },
+		want: "the grant left with the waiter",
+	},
+	{
+		property: "QueuerSkipsDeadWaiters", store: "dead waiters not dropped",
+		wrap: func(b base) core.Store {
+			return mutant(b, `if e and e.deadline > now then`, `if e then`)
+		},
+		want: "did not grant it to the live waiter",
+	},
+	{
+		property: "QueuerGrantToDeadWaiterExpires", store: "grants for the full TTL",
+		wrap: func(b base) core.Store {
+			return mutant(b, `local ttl = math.min(e.ttl, e.patience)`, `local ttl = e.ttl`)
+		},
+		want: "not its TTL",
 	},
 }
 

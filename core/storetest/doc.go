@@ -44,7 +44,17 @@
 //     DeadlineIsContextDeadlineExceeded, StoreDownIsErrStorage: through a
 //     Locker, errors keep their kind (the last one needs Options.Down);
 //   - NotifierWakesWatchers: a core.Notifier wakes the watchers of a key
-//     when another client releases it (skipped for other stores).
+//     when another client releases it (skipped for other stores);
+//   - for a core.Queuer (core.WithFair; skipped for other stores):
+//     FairMutualExclusion, MutualExclusion with fair Lockers;
+//     FairGrantsInArrivalOrder, fair Lockers get a name in the order they
+//     queued for it; QueuerReleaseGrantsTheHead, a release grants the key
+//     to the first waiter, which learns it on its Grants channel without
+//     polling; QueuerGiveUpPassesTheGrantOn, a waiter that gives up after a
+//     grant passes the key to the next; QueuerSkipsDeadWaiters and
+//     QueuerGrantToDeadWaiterExpires, a waiter that stopped polling is
+//     skipped once its patience has passed, and a key granted to it is free
+//     again after its patience, not its TTL.
 //
 // The suite takes a few seconds with a store that counts milliseconds
 // (most of it waiting for TTLs to run out), and longer with a coarser

@@ -29,6 +29,12 @@ var properties = []property{
 	{"DeadlineIsContextDeadlineExceeded", deadlineIsContextDeadlineExceeded},
 	{"StoreDownIsErrStorage", storeDownIsErrStorage},
 	{"NotifierWakesWatchers", notifierWakesWatchers},
+	{"FairMutualExclusion", fairMutualExclusion},
+	{"FairGrantsInArrivalOrder", fairGrantsInArrivalOrder},
+	{"QueuerReleaseGrantsTheHead", queuerReleaseGrantsTheHead},
+	{"QueuerGiveUpPassesTheGrantOn", queuerGiveUpPassesTheGrantOn},
+	{"QueuerSkipsDeadWaiters", queuerSkipsDeadWaiters},
+	{"QueuerGrantToDeadWaiterExpires", queuerGrantToDeadWaiterExpires},
 }
 
 // overlap detects broken mutual exclusion directly: each holder calls enter
@@ -50,13 +56,19 @@ func (o *overlap) enter() (exit func()) {
 // goroutines, take one name in turn; no two critical sections may overlap,
 // and every acquire and release succeeds (the wait is generous).
 func mutualExclusion(s *suite) {
-	const lockers, goroutines, rounds = 3, 3, 10
+	exclusion(s, []core.Store{s.store(), s.store(), s.store()})
+}
+
+// exclusion is mutualExclusion with a Locker on each of stores, built with
+// opts.
+func exclusion(s *suite, stores []core.Store, opts ...core.Option) {
+	const goroutines, rounds = 3, 10
 	name := s.lockName()
 	var o overlap
 	var errs errorList
 	var wg sync.WaitGroup
-	for range lockers {
-		l := s.locker(s.store(), core.WithWait(20*time.Second))
+	for _, st := range stores {
+		l := s.locker(st, append([]core.Option{core.WithWait(20 * time.Second)}, opts...)...)
 		for range goroutines {
 			wg.Add(1)
 			go func() {

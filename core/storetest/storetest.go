@@ -118,6 +118,8 @@ type suite struct {
 	long  time.Duration // the TTL of locks that must not expire during a subtest
 	slack time.Duration // how late past its TTL a lock may still be seen held
 	poll  time.Duration // the pause between two attempts while waiting for an expiry
+
+	leaving map[string]bool // tokens that leave the queue when the subtest ends (enqueue)
 }
 
 // newSuite prepares a property's run; hooks is the *testing.T that Down
@@ -137,6 +139,7 @@ func newSuite(t tb, name string, newStore func() core.Store, opts Options, hooks
 		long:     roundUp(max(30*time.Second, 10*ttl), res),
 		slack:    250*time.Millisecond + ttl/2,
 		poll:     max(ttl/30, 5*time.Millisecond),
+		leaving:  map[string]bool{},
 	}
 	if opts.Down != nil {
 		s.down = func() { opts.Down(hooks) }

@@ -1,35 +1,58 @@
 // Package redisscript holds the Lua scripts and key names of the Redis lock,
 // shared by every Redis client reqlock supports (go-redis in core, rueidis in
 // stores/rueidis), so that both kinds of client can take and release the
-// same lock. Each script's file says what it does, its keys and arguments.
+// same lock. Each script's file says what it does, its keys and arguments;
+// fence.lua and queue.lua are libraries put before the scripts that use
+// them.
 package redisscript
 
 import (
 	_ "embed"
+	"strconv"
+	"strings"
 	"time"
 )
 
-// The scripts. Acquire is the fallback of SET NX PX GET for servers before
-// Redis 7.0; the others have no single-command equivalent.
 var (
+	//go:embed fence.lua
+	fenceLib string
+	//go:embed queue.lua
+	queueLib string
+
 	//go:embed acquire.lua
-	Acquire string
+	acquire string
 	//go:embed acquire_fenced.lua
-	AcquireFenced string
+	acquireFenced string
 	//go:embed release.lua
-	Release string
+	release string
 	//go:embed extend.lua
-	Extend string
+	extend string
 	//go:embed extend_fenced.lua
-	ExtendFenced string
+	extendFenced string
 	//go:embed fence_floor.lua
-	FenceFloor string
+	fenceFloor string
+	//go:embed enqueue.lua
+	enqueue string
+	//go:embed dequeue.lua
+	dequeue string
+)
+
+// The scripts, each whole (with the libraries it uses). Acquire is the
+// fallback of SET NX PX GET for servers before Redis 7.0.
+var (
+	Acquire       = acquire
+	AcquireFenced = fenceLib + acquireFenced
+	Release       = fenceLib + queueLib + release
+	Extend        = extend
+	ExtendFenced  = fenceLib + extendFenced
+	FenceFloor    = fenceFloor
+	Enqueue       = fenceLib + queueLib + enqueue
+	Dequeue       = fenceLib + queueLib + dequeue
 )
 
 // FenceGrace is how long a fence counter outlives the lock it was last drawn
-// or raised for (see acquire_fenced.lua): it expires a few seconds after the
-// name's last lock, and the fences drawn after that come from the server's
-// clock.
+// or raised for (see fence.lua): it expires a few seconds after the name's
+// last lock, and the fences drawn after that come from the server's clock.
 const FenceGrace = 5 * time.Second
 
 // FenceKey returns the fence counter of a lock key. Companion keys are
@@ -37,6 +60,37 @@ const FenceGrace = 5 * time.Second
 // slot.
 func FenceKey(key string) string { return key + ":fence" }
 
-// Channel returns the pub/sub channel on which releases of a lock key are
-// announced.
+// Channel returns the pub/sub channel of a lock key: release notices
+// (WithNotify) and the fair queue's grants.
 func Channel(key string) string { return key + ":released" }
+
+// QueueKey returns the fair queue of a lock key: its waiters' tokens in
+// arrival order (queue.lua).
+func QueueKey(key string) string { return key + ":queue" }
+
+// WaitersKey returns the entries of the fair queue's waiters (queue.lua).
+func WaitersKey(key string) string { return key + ":waiters" }
+
+// Keys returns the keys of the release, enqueue and dequeue scripts, in
+// their order: the lock, its fence counter, queue and entries.
+func Keys(key string) []string {
+	return []string{key, FenceKey(key), QueueKey(key), WaitersKey(key)}
+}
+
+// ParseGrant reads a message of Channel that grants the lock to a waiter of
+// the fair queue, "token fence ttl" (queue.lua's grant; fence 0 when the
+// waiter asked for none, ttl in ms). ok is false for any other message,
+// such as a release notice of WithNotify (empty).
+func ParseGrant(payload string) (token string, fence int64, ttl time.Duration, ok bool) {
+	token, rest, ok1 := strings.Cut(payload, " ")
+	f, t, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || token == "" {
+		return "", 0, 0, false
+	}
+	fence, err1 := strconv.ParseInt(f, 10, 64)
+	ms, err2 := strconv.ParseInt(t, 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, false
+	}
+	return token, fence, time.Duration(ms) * time.Millisecond, true
+}

@@ -1,14 +1,21 @@
--- Compare-and-delete: delete the lock key only if it still holds our token,
--- then, with WithNotify, tell the waiters on the name's channel.
--- KEYS[1]: the lock key; ARGV[1]: the lease's token; ARGV[2] (optional): the
--- channel to publish on.
--- Returns 1 when the key was ours and is deleted, 0 when it was not ours
--- (expired, or taken by another holder, whose key is left untouched).
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-  redis.call("DEL", KEYS[1])
-  if ARGV[2] then
-    redis.call("PUBLISH", ARGV[2], "")
-  end
+-- Compare-and-delete: delete the lock key only if it still holds our token.
+-- Then, if waiters queue for it (WithFair, queue.lua), grant it to the first
+-- live one; else, with WithNotify, tell the waiters on the name's channel.
+-- KEYS: the lock key, its fence counter, queue and entries (queue.lua);
+-- ARGV[1]: the lease's token; ARGV[2]: the name's channel; ARGV[3]: "1" to
+-- publish a release notice (WithNotify), "0" not to; ARGV[4]: the fence
+-- counter's grace in ms.
+-- Returns 1 when the key was ours and is deleted (or granted on), 0 when it
+-- was not ours (expired, or taken by another holder, whose key is left
+-- untouched).
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call("DEL", KEYS[1])
+if redis.call("EXISTS", KEYS[3]) == 1 and grant(now_ms(), ARGV[2], tonumber(ARGV[4])) then
   return 1
 end
-return 0
+if ARGV[3] == "1" then
+  redis.call("PUBLISH", ARGV[2], "")
+end
+return 1

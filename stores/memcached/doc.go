@@ -35,11 +35,12 @@
 //
 // # TTL resolution
 //
-// memcached counts expirations in whole seconds on a clock that ticks once
-// a second, so that an item given N seconds lives between N-1 and N seconds.
-// The store rounds a TTL up to whole seconds and adds one: a lock never
-// expires before its TTL, and may live up to two seconds longer (a TTL of
-// 300 ms holds the key for 1 to 2 s). Expiry is judged by the server's
+// memcached counts expirations in whole seconds on a clock that a timer
+// updates about once a second, so that an item given N seconds may expire
+// after N-2 seconds and a bit, when the timer runs late. The store rounds a
+// TTL up to whole seconds and adds two: a lock never expires before its TTL,
+// and may live up to three seconds longer (a TTL of 300 ms holds the key for
+// 1 to 3 s). Expiry is judged by the server's
 // clock only. TTLs above 30 days are refused (memcached reads larger
 // expirations as absolute times).
 //

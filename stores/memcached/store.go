@@ -79,13 +79,15 @@ func (s *Store) timeout() time.Duration {
 }
 
 // expiration returns memcached's expiration for ttl: whole seconds, rounded
-// up, plus one, as memcached's clock ticks once a second and an item given
-// N seconds may expire after N-1.
+// up, plus two. memcached's clock is whole seconds, updated by a timer about
+// once a second, so it lags real time by up to about two seconds, more when
+// the timer is late: an item given N seconds was seen to expire after N-1.14
+// on a loaded machine.
 func expiration(ttl time.Duration) (int32, error) {
 	if ttl <= 0 {
 		return 0, fmt.Errorf("memcachedstore: TTL %v: a TTL must be positive", ttl)
 	}
-	secs := (ttl+time.Second-1)/time.Second + 1
+	secs := (ttl+time.Second-1)/time.Second + 2
 	if secs > maxExpiration {
 		return 0, fmt.Errorf("memcachedstore: TTL %v: memcached takes TTLs of up to 30 days", ttl)
 	}

@@ -1,7 +1,7 @@
 // Package rueidisstore keeps reqlock's locks in Redis through the
 // github.com/redis/rueidis client: a core.Store for core.NewWithStore,
-// with push wake-ups (core.Notifier) and Redlock fencing
-// (core.FenceRaiser).
+// with push wake-ups (core.Notifier), Redlock fencing (core.FenceRaiser)
+// and the fair queue of core.WithFair (core.Queuer).
 //
 //	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 //	store, err := rueidisstore.New(client)
@@ -10,9 +10,9 @@
 // It speaks the same protocol as the go-redis store of core
 // (core.NewRedisStore): the same keys, the same Lua scripts
 // (internal/redisscript) and the same release channel, so that Lockers on
-// go-redis and on rueidis share one lock, one fence counter and one
-// wake-up channel, and can be mixed during a migration from one client to
-// the other.
+// go-redis and on rueidis share one lock, one fence counter, one wake-up
+// channel and one fair queue, and can be mixed during a migration from one
+// client to the other.
 //
 //   - Acquire is Redis's documented single-instance lock: SET key token NX PX
 //     ttl GET, one native command (acquire.lua on servers before Redis 7.0,
@@ -22,28 +22,41 @@
 //     (Kleppmann's fencing tokens): the larger of the name's counter + 1 and
 //     the server's clock in microseconds, so that fences keep increasing
 //     across a FLUSHALL or a restart without persistence.
-//   - Release is compare-and-delete (release.lua), which also publishes on
-//     the key's release channel once the Store was announced (a Locker with
-//     core.WithNotify announces it).
+//   - Release is compare-and-delete (release.lua), which then grants the
+//     lock to the first live waiter of the key's fair queue, if any, or
+//     else publishes on the key's release channel once the Store was
+//     announced (a Locker with core.WithNotify announces it).
 //   - Extend is compare-and-extend (extend.lua, extend_fenced.lua).
+//   - With core.WithFair, Enqueue (enqueue.lua) is the acquire of a waiter
+//     that keeps its place in line: it takes the key when it is free and
+//     nobody lives ahead of it, or else queues it (a sorted set and a hash
+//     next to the lock, in its hash slot) in the same round trip; Dequeue
+//     (dequeue.lua) takes a waiter that gives up out of line, passing on a
+//     grant that reached it.
 //
-// Each is one round trip: an uncontended acquire and release take two.
-// Scripts are sent by EVAL the first time and by EVALSHA afterwards (with
-// rueidis's EVAL fallback after a NOSCRIPT). TTLs count milliseconds on the
-// server's clock. A lock's key, fence counter and release channel share a
-// cluster hash tag (core's keys are "prefix{name}"), so a Redis Cluster
-// keeps them in one slot; rueidis follows the cluster's slots and
-// redirections by itself.
+// Each is one round trip: an uncontended acquire and release take two,
+// with core.WithFair too. Scripts are sent by EVAL the first time and by
+// EVALSHA afterwards (with rueidis's EVAL fallback after a NOSCRIPT). TTLs
+// count milliseconds on the server's clock. A lock's key, fence counter,
+// queue and release channel share a cluster hash tag (core's keys are
+// "prefix{name}"), so a Redis Cluster keeps them in one slot; rueidis
+// follows the cluster's slots and redirections by itself.
 //
-// Watch keeps one dedicated connection per Store (rueidis's Dedicate with
-// pub/sub hooks), subscribed to the release channels of the keys that have
-// waiters in this process, or had one within the linger
+// Watch and Grants share one dedicated connection per Store (rueidis's
+// Dedicate with pub/sub hooks), subscribed to the channels of the keys that
+// have waiters in this process, or had one within the linger
 // (WithNotifyLinger); when the connection fails it takes another and
-// subscribes again. Notices may be lost meanwhile: waiters still retry at
-// the end of their random sleep.
+// subscribes again. A release that grants the lock to a fair waiter
+// publishes "token fence ttl" on the key's channel; Grants passes it to the
+// waiter of that token, which then holds the lock without a round trip of
+// its own, whichever client released it. Messages may be lost meanwhile:
+// each confirmation of a channel's subscription (the first, and that of a
+// new connection) asks its fair waiters to poll at once, waiters of Watch
+// still retry at the end of their random sleep, and fair waiters find a
+// grant they missed at their next poll.
 //
-// An attempt that fails after its command may have reached Redis (a lost
-// reply, a deadline, a stalled server) is undone by a compare-and-delete of
+// An attempt (acquire or enqueue) that fails after its command may have
+// reached Redis (a lost reply, a deadline, a stalled server) is undone by a compare-and-delete of
 // its token, at once and again in the background until it deletes the key
 // or Redis has answered for the attempt's TTL (internal/undo, shared with
 // the go-redis store), so that a late SET does not lock the name without a

@@ -7,13 +7,15 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redisscript"
+	"github.com/reqlock/reqlock/internal/unclaimed"
 )
 
-// notifier is a Store's subscription to release messages (Watch): one
-// dedicated connection (rueidis's Dedicate with pub/sub hooks), subscribed
-// to the channels of the keys that have waiters in this process, or had one
-// within the linger. Waiters only touch a map; subscribing and reading run
+// notifier is a Store's subscription to the messages of the lock channels
+// (Watch, Grants): one dedicated connection (rueidis's Dedicate with pub/sub
+// hooks), subscribed to the channels of the keys that have waiters in this
+// process, or had one within the linger. Waiters only touch a map; subscribing and reading run
 // on the notifier's goroutine and rueidis's, so that a waiter never blocks
 // on pub/sub I/O.
 type notifier struct {
@@ -23,19 +25,28 @@ type notifier struct {
 
 	mu      sync.Mutex
 	waiters map[string]map[*waiter]struct{} // channel → its waiters
-	idle    map[string]time.Time            // channel without waiters → when its last waiter left
-	started bool
-	closed  bool
-	kick    chan struct{} // capacity 1: the set of channels changed
-	quit    chan struct{}
-	wg      sync.WaitGroup
+	// unclaimed keeps the grants heard for tokens that had no waiter yet
+	// (see internal/unclaimed).
+	unclaimed unclaimed.Grants[core.Grant]
+	idle      map[string]time.Time // channel without waiters → when its last waiter left
+	started   bool
+	closed    bool
+	kick      chan struct{} // capacity 1: the set of channels changed
+	quit      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // waiter is one Watch: c receives a signal when its key may have been
-// released.
+// released. A waiter of the fair queue (Grants) has a token instead, and
+// grants receives its grant (a message "token fence ttl" on the channel, see
+// queue.lua) or a Grant without OK when it should poll at once: when its
+// channel's subscription is (re)confirmed, a grant may have been published
+// before it.
 type waiter struct {
 	channel string
 	c       chan struct{}
+	token   string
+	grants  chan core.Grant
 }
 
 func newNotifier(client rueidis.Client, ioTimeout, linger time.Duration) *notifier {
@@ -51,10 +62,31 @@ func newNotifier(client rueidis.Client, ioTimeout, linger time.Duration) *notifi
 }
 
 // join registers a waiter for the releases of key, starting the
-// subscription at the first call. It returns nil once the notifier is
-// closed; the waiter then relies on its sleep alone.
+// subscription at the first call. It returns nil when n is nil (the Store
+// is closed) or closed; the waiter then relies on its sleep alone.
 func (n *notifier) join(key string, c chan struct{}) *waiter {
-	w := &waiter{channel: redisscript.Channel(key), c: c}
+	return n.add(&waiter{channel: redisscript.Channel(key), c: c})
+}
+
+// joinQueue registers a waiter of the fair queue for token's grant of key;
+// g has capacity 1. Like join, it returns nil when n is nil or closed; the
+// waiter then learns of its grant at its next poll.
+func (n *notifier) joinQueue(key, token string, g chan core.Grant) *waiter {
+	w := n.add(&waiter{channel: redisscript.Channel(key), token: token, grants: g})
+	if w != nil {
+		n.mu.Lock()
+		if g0, ok := n.unclaimed.Claim(token); ok {
+			offer(g, g0)
+		}
+		n.mu.Unlock()
+	}
+	return w
+}
+
+func (n *notifier) add(w *waiter) *waiter {
+	if n == nil {
+		return nil
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -81,7 +113,7 @@ func (n *notifier) join(key string, c chan struct{}) *waiter {
 
 // leave unregisters w; nil-safe.
 func (n *notifier) leave(w *waiter) {
-	if w == nil {
+	if n == nil || w == nil {
 		return
 	}
 	n.mu.Lock()
@@ -103,14 +135,68 @@ func (n *notifier) changed() {
 	}
 }
 
-// deliver signals the waiters of a message's channel.
+// deliver passes a message on to the waiters of its channel: a signal to
+// those of Watch, and to a waiter of Grants its grant. It runs on rueidis's
+// reading goroutine, and never blocks.
 func (n *notifier) deliver(m rueidis.PubSubMessage) {
+	token, fence, ttl, isGrant := redisscript.ParseGrant(m.Message)
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	claimed := false
 	for w := range n.waiters[m.Channel] {
+		switch {
+		case w.grants == nil:
+			signal(w.c)
+		case isGrant && w.token == token:
+			offer(w.grants, core.Grant{OK: true, Fence: fence, TTL: ttl})
+			claimed = true
+		}
+	}
+	if isGrant && !claimed {
+		n.unclaimed.Keep(token, core.Grant{OK: true, Fence: fence, TTL: ttl})
+	}
+}
+
+// subscription hears the server's confirmations of the connection's
+// subscriptions: a confirmed channel asks its waiters of Grants to poll,
+// since a grant published before the subscription took effect was not
+// heard. It runs on rueidis's reading goroutine, and never blocks.
+func (n *notifier) subscription(s rueidis.PubSubSubscription) {
+	if s.Kind != "subscribe" {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for w := range n.waiters[s.Channel] {
+		if w.grants != nil {
+			offer(w.grants, core.Grant{})
+		}
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+// offer puts g in c (capacity 1), replacing a pending poll request: a grant
+// outranks it.
+func offer(c chan core.Grant, g core.Grant) {
+	for {
 		select {
-		case w.c <- struct{}{}:
-		default: // already signalled
+		case c <- g:
+			return
+		default:
+		}
+		select {
+		case old := <-c:
+			if old.OK {
+				c <- old
+				return
+			}
+		default:
 		}
 	}
 }
@@ -149,7 +235,7 @@ func (n *notifier) session() (healthy bool) {
 		dc.Close() // its subscriptions end with it
 		cancel()
 	}()
-	lost := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: n.deliver})
+	lost := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: n.deliver, OnSubscription: n.subscription})
 	subscribed := map[string]bool{}
 	expiry := time.NewTimer(time.Hour)
 	expiry.Stop()
@@ -221,8 +307,11 @@ func (n *notifier) diff(subscribed map[string]bool, now time.Time) (add, drop []
 	return add, drop, next
 }
 
-// close ends the subscription and waits for its goroutine.
+// close ends the subscription and waits for its goroutine; nil-safe.
 func (n *notifier) close() {
+	if n == nil {
+		return
+	}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()

@@ -23,8 +23,8 @@ import (
 
 // Store is the core.Store on the Redis deployment behind a rueidis client:
 // a standalone server, a Sentinel-managed master or a Cluster. It
-// implements core.Notifier and core.FenceRaiser. Its methods are safe for
-// concurrent use.
+// implements core.Notifier, core.FenceRaiser and core.Queuer (the fair
+// queue of core.WithFair). Its methods are safe for concurrent use.
 type Store struct {
 	client    rueidis.Client
 	ioTimeout time.Duration
@@ -39,7 +39,7 @@ type Store struct {
 	undos *undo.Queue
 
 	mu       sync.Mutex
-	notifier *notifier // made by the first Watch
+	notifier *notifier // made by the first Watch or Grants
 	closed   bool
 }
 
@@ -47,6 +47,7 @@ var (
 	_ core.Store       = (*Store)(nil)
 	_ core.Notifier    = (*Store)(nil)
 	_ core.FenceRaiser = (*Store)(nil)
+	_ core.Queuer      = (*Store)(nil)
 )
 
 // The scripts, shared with the go-redis store of core (internal/redisscript).
@@ -59,6 +60,8 @@ const (
 	extendScript
 	extendFencedScript
 	fenceFloorScript
+	enqueueScript
+	dequeueScript
 	numScripts
 )
 
@@ -72,6 +75,8 @@ var scripts = [numScripts]struct {
 	extendScript:        {redisscript.Extend, rueidis.NewLuaScript(redisscript.Extend)},
 	extendFencedScript:  {redisscript.ExtendFenced, rueidis.NewLuaScript(redisscript.ExtendFenced)},
 	fenceFloorScript:    {redisscript.FenceFloor, rueidis.NewLuaScript(redisscript.FenceFloor)},
+	enqueueScript:       {redisscript.Enqueue, rueidis.NewLuaScript(redisscript.Enqueue)},
+	dequeueScript:       {redisscript.Dequeue, rueidis.NewLuaScript(redisscript.Dequeue)},
 }
 
 // releaseSHA is the SHA-1 of release.lua, for EVALSHA in a pipeline.
@@ -185,7 +190,7 @@ func isSyntaxError(err error) bool {
 // it holds token. Once Announce was called, the same script publishes on
 // the key's release channel.
 func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
-	n, err := s.run(ctx, releaseScript, []string{key}, s.releaseArgs(key, token)...).AsInt64()
+	n, err := s.run(ctx, releaseScript, redisscript.Keys(key), s.releaseArgs(key, token)...).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("rueidisstore: release %s: %w", key, err)
 	}
@@ -194,10 +199,11 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 
 // releaseArgs are the arguments of release.lua for key and token.
 func (s *Store) releaseArgs(key, token string) []string {
+	announce := "0"
 	if s.announce.Load() {
-		return []string{token, redisscript.Channel(key)}
+		announce = "1"
 	}
-	return []string{token}
+	return []string{token, redisscript.Channel(key), announce, ms(redisscript.FenceGrace)}
 }
 
 // Extend is compare-and-extend (extend.lua), or with fenced
@@ -240,23 +246,75 @@ func (s *Store) Announce() { s.announce.Store(true) }
 // a channel that never receives.
 func (s *Store) Watch(key string) (<-chan struct{}, func()) {
 	c := make(chan struct{}, 1)
+	n := s.subscriber()
+	w := n.join(key, c)
+	return c, func() { n.leave(w) }
+}
+
+// Enqueue is the fair queue's acquire and poll (enqueue.lua, one round
+// trip), as the go-redis store's: take key if it is free and nobody lives
+// ahead of token in its queue, else queue token or keep its place, renewed
+// for patience. A call that fails after it may have reached Redis is undone
+// as a failed TryAcquire is (a compare-and-delete of token, at once and in
+// the background); a place in the queue it may have left dies after
+// patience.
+func (s *Store) Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (core.Grant, error) {
+	f := "0"
+	if fenced {
+		f = "1"
+	}
+	sent := time.Now()
+	r, err := s.run(ctx, enqueueScript, redisscript.Keys(key), token, ms(ttl), ms(patience), f, redisscript.Channel(key), ms(redisscript.FenceGrace)).AsIntSlice()
+	if err != nil {
+		if mayHaveApplied(err) {
+			s.undo(ctx, key, token, ttl, sent)
+		}
+		return core.Grant{}, fmt.Errorf("rueidisstore: enqueue %s: %w", key, err)
+	}
+	if len(r) != 3 {
+		return core.Grant{}, fmt.Errorf("rueidisstore: enqueue %s: unexpected reply %v", key, r)
+	}
+	return core.Grant{OK: r[0] == 1, Fence: r[1], TTL: time.Duration(r[2]) * time.Millisecond}, nil
+}
+
+// Dequeue takes token out of key's queue (dequeue.lua, one round trip); a
+// lock granted to it meanwhile is released and granted on.
+func (s *Store) Dequeue(ctx context.Context, key, token string) error {
+	if err := s.run(ctx, dequeueScript, redisscript.Keys(key), token, redisscript.Channel(key), ms(redisscript.FenceGrace)).Error(); err != nil {
+		return fmt.Errorf("rueidisstore: dequeue %s: %w", key, err)
+	}
+	return nil
+}
+
+// Grants subscribes to key's channel, on the Store's dedicated pub/sub
+// connection (the one of Watch), for the grants of token: a release of
+// either client that grants key to token publishes "token fence ttl" there.
+// The channel also receives a Grant without OK, a request to poll, when
+// the subscription is confirmed, and again when a new connection confirms
+// it after a lost one: a grant may have been published before. After Close
+// it returns a channel that never receives.
+func (s *Store) Grants(key, token string) (<-chan core.Grant, func()) {
+	g := make(chan core.Grant, 1)
+	n := s.subscriber()
+	w := n.joinQueue(key, token, g)
+	return g, func() { n.leave(w) }
+}
+
+// subscriber returns the Store's notifier, made at the first call; nil once
+// the Store is closed.
+func (s *Store) subscriber() *notifier {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.notifier == nil && !s.closed {
 		s.notifier = newNotifier(s.client, s.ioTimeout, s.linger)
 	}
-	n := s.notifier
-	s.mu.Unlock()
-	if n == nil {
-		return c, func() {}
-	}
-	w := n.join(key, c)
-	return c, func() { n.leave(w) }
+	return s.notifier
 }
 
 // undo removes what a failed attempt may have set (see TryAcquire).
 func (s *Store) undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	s.undos.Undo(ctx, key, token, ttl, sent, func(ctx context.Context) undo.Outcome {
-		n, err := s.run(ctx, releaseScript, []string{key}, s.releaseArgs(key, token)...).AsInt64()
+		n, err := s.run(ctx, releaseScript, redisscript.Keys(key), s.releaseArgs(key, token)...).AsInt64()
 		return undoOutcome(n, err)
 	})
 }
@@ -273,9 +331,9 @@ func (s *Store) sweep(ctx context.Context, batch []*undo.Attempt) []undo.Outcome
 	for i, a := range batch {
 		args := s.releaseArgs(a.Key, a.Token)
 		if sha {
-			cmds[i] = s.client.B().Evalsha().Sha1(releaseSHA).Numkeys(1).Key(a.Key).Arg(args...).Build()
+			cmds[i] = s.client.B().Evalsha().Sha1(releaseSHA).Numkeys(4).Key(redisscript.Keys(a.Key)...).Arg(args...).Build()
 		} else {
-			cmds[i] = s.client.B().Eval().Script(sc.src).Numkeys(1).Key(a.Key).Arg(args...).Build()
+			cmds[i] = s.client.B().Eval().Script(sc.src).Numkeys(4).Key(redisscript.Keys(a.Key)...).Arg(args...).Build()
 		}
 	}
 	results := s.client.DoMulti(ctx, cmds...)
@@ -326,7 +384,7 @@ func mayHaveApplied(err error) bool {
 	return !(errors.As(err, &op) && op.Op == "dial")
 }
 
-// Close ends the subscription of Watch and the clean-ups of failed attempts
+// Close ends the subscription of Watch and Grants and the clean-ups of failed attempts
 // that are still retrying (keys they could not remove yet expire with their
 // TTL), and waits for their goroutines. It does not close the client.
 // Attempts that fail after Close get one compare-and-delete, within their
@@ -336,9 +394,7 @@ func (s *Store) Close() error {
 	n := s.notifier
 	s.closed = true
 	s.mu.Unlock()
-	if n != nil {
-		n.close()
-	}
+	n.close()
 	s.undos.Close()
 	return nil
 }

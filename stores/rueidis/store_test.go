@@ -84,9 +84,10 @@ func TestInteropMutualExclusionAndFences(t *testing.T) {
 }
 
 // interop runs 3 goroutines on each Locker, 15 critical sections each, on
-// one name.
-func interop(t *testing.T, goredis, rue *core.Locker, fenced bool) {
-	name := uniq(t)
+// one name, and returns the name and the Locker of each critical section,
+// in their order.
+func interop(t *testing.T, goredis, rue *core.Locker, fenced bool) (name string, holders []*core.Locker) {
+	name = uniq(t)
 	var o redistest.Overlap
 	var mu sync.Mutex
 	var last int64
@@ -117,6 +118,7 @@ func interop(t *testing.T, goredis, rue *core.Locker, fenced bool) {
 				}
 				last = lease.Fence()
 				sections[l]++
+				holders = append(holders, l)
 				mu.Unlock()
 				time.Sleep(time.Millisecond)
 				exit()
@@ -137,6 +139,7 @@ func interop(t *testing.T, goredis, rue *core.Locker, fenced bool) {
 	if sections[goredis] == 0 || sections[rue] == 0 {
 		t.Errorf("critical sections: %d by go-redis, %d by rueidis; want both", sections[goredis], sections[rue])
 	}
+	return name, holders
 }
 
 // A release by either client wakes a waiter of the other at once (its
@@ -360,7 +363,7 @@ func TestAttemptCutByTheDeadlineIsUndone(t *testing.T) {
 }
 
 // Close ends the subscription's goroutine and connection, with waiters or
-// not; Watch after Close never fires.
+// not; Watch and Grants after Close never fire.
 func TestCloseEndsTheSubscription(t *testing.T) {
 	leakCheck(t)
 	client := newClient(t, shared.Addr())
@@ -376,9 +379,13 @@ func TestCloseEndsTheSubscription(t *testing.T) {
 	}
 	c, stop2 := s.Watch("close:{" + uniq(t) + "}")
 	defer stop2()
+	g, stop3 := s.Grants("close:{"+uniq(t)+"}", "t")
+	defer stop3()
 	select {
 	case <-c:
 		t.Fatal("a Watch after Close fired")
+	case <-g:
+		t.Fatal("a Grants after Close received")
 	case <-time.After(50 * time.Millisecond):
 	}
 }

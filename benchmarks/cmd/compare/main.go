@@ -1,7 +1,7 @@
 // Command compare runs every scenario of the benchmarks for reqlock and its
 // peers in one run, on a redis-server it starts behind a delaying proxy, and
-// prints the results as Markdown; with -write it regenerates README.md and
-// compare.png in the benchmarks directory from that run.
+// prints the results as Markdown; with -write it regenerates README.md,
+// compare.png and scaling.png in the benchmarks directory from that run.
 //
 //	cd benchmarks && go run ./cmd/compare -write
 package main
@@ -23,23 +23,31 @@ func main() {
 	p := lockbench.DefaultParams()
 	p.RegisterFlags(flag.CommandLine)
 	impls := flag.String("impl", "", "comma-separated implementations to run (default all)")
-	write := flag.Bool("write", false, "write README.md and "+chartFile+" into -dir")
+	scenarios := flag.String("scenarios", "all", "comma-separated scenarios to run: contention, hot, solo, scaling (-write needs all)")
+	write := flag.Bool("write", false, "write README.md, "+chartFile+" and "+scaleChartFile+" into -dir")
 	dir := flag.String("dir", ".", "the benchmarks directory, for -write")
 	flag.Parse()
-	if err := run(p, *impls, *write, *dir); err != nil {
+	if err := run(p, *impls, *scenarios, *write, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(p lockbench.Params, impls string, write bool, dir string) error {
+func run(p lockbench.Params, impls, scenarios string, write bool, dir string) error {
 	list, err := lockbench.Lookup(impls)
 	if err != nil {
 		return err
 	}
+	only, err := lockbench.ParseScenarios(scenarios)
+	if err != nil {
+		return err
+	}
+	if write && only != lockbench.AllScenarios {
+		return fmt.Errorf("-write regenerates the whole README: it needs every scenario")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	rep, err := lockbench.Run(ctx, p, list, lockbench.AllScenarios, os.Stderr)
+	rep, err := lockbench.Run(ctx, p, list, only, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -49,14 +57,20 @@ func run(p lockbench.Params, impls string, write bool, dir string) error {
 	if !write {
 		return nil
 	}
-	var chart, readme bytes.Buffer
+	var chart, scaleChart, readme bytes.Buffer
 	if err := rep.WriteChart(&chart); err != nil {
+		return err
+	}
+	if err := rep.WriteScaleChart(&scaleChart); err != nil {
 		return err
 	}
 	if err := writeReadme(&readme, rep); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, chartFile), chart.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, scaleChartFile), scaleChart.Bytes(), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "README.md"), readme.Bytes(), 0o644)

@@ -2,16 +2,23 @@ package main
 
 import (
 	_ "embed"
+	"fmt"
 	"io"
+	"math"
 	"runtime/debug"
 	"slices"
 	"text/template"
+	"time"
 
 	"github.com/reqlock/reqlock/benchmarks/lockbench"
 )
 
-// chartFile is the chart's file name, next to README.md.
-const chartFile = "compare.png"
+// chartFile and scaleChartFile are the charts' file names, next to
+// README.md: the contention experiment's and the scaling scenario's.
+const (
+	chartFile      = "compare.png"
+	scaleChartFile = "scaling.png"
+)
 
 //go:embed readme.md.tmpl
 var readmeTemplate string
@@ -19,10 +26,12 @@ var readmeTemplate string
 // readme is what the README template is given.
 type readme struct {
 	*lockbench.Report
-	Best     string
-	Impls    []lockbench.Impl
-	Versions []module
-	Chart    string
+	Best       string
+	Fair       string
+	Impls      []lockbench.Impl
+	Versions   []module
+	Chart      string
+	ScaleChart string
 }
 
 // module is a dependency of the benchmarks and its version.
@@ -51,13 +60,36 @@ func writeReadme(w io.Writer, rep *lockbench.Report) error {
 			return slices.ContainsFunc(losses, func(v lockbench.Verdict) bool { return v.Metric == metric })
 		},
 		"mod":       func(a, b int) int { return a % b },
+		"ms":        lockbench.MsOf,
+		"ms2":       func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) },
+		"secs":      lockbench.SecondsOf,
+		"minutes":   minutes,
+		"target":    func(id string) lockbench.Target { t, _ := rep.Target(id); return t },
+		"headroom":  headroom,
 		"handoffK":  func() int { return lockbench.HandoffK },
 		"handoffK1": func() int { return lockbench.HandoffK + 1 },
 	}).Parse(readmeTemplate)
 	if err != nil {
 		return err
 	}
-	return t.Execute(w, readme{Report: rep, Best: lockbench.Best, Impls: lockbench.Impls, Versions: versions(), Chart: chartFile})
+	return t.Execute(w, readme{Report: rep, Best: lockbench.Best, Fair: lockbench.Fair, Impls: lockbench.Impls, Versions: versions(), Chart: chartFile, ScaleChart: scaleChartFile})
+}
+
+// minutes says how long d is, to the half minute.
+func minutes(d time.Duration) string {
+	m := math.Round(d.Minutes()*2) / 2
+	if m <= 1 {
+		return "about a minute"
+	}
+	return fmt.Sprintf("about %g minutes", m)
+}
+
+// headroom says how much of limit is left above floor.
+func headroom(floor, limit time.Duration) string {
+	if limit >= floor {
+		return lockbench.MsOf(limit - floor)
+	}
+	return fmt.Sprintf("nothing (it is %s below that floor)", lockbench.MsOf(floor-limit))
 }
 
 // versions reads the peers' versions from the binary's build information.

@@ -1,0 +1,415 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/hotspot"
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+func TestFairMutualExclusion(t *testing.T) {
+	name := uniq(t)
+	var envs []*env
+	for range 3 {
+		envs = append(envs, newEnv(t, nil, core.WithFair(), core.WithWait(20*time.Second)))
+	}
+	ok, failed, o := hammer(t, envs, name, 3, 10, time.Millisecond)
+	if o.Overlaps() > 0 || failed > 0 || ok != 90 {
+		t.Fatalf("ok %d, failed %d, overlaps %d: want 90, 0, 0", ok, failed, o.Overlaps())
+	}
+	assertNoQueue(t, envs[0], name)
+}
+
+// assertNoQueue checks that the queue keys of name are gone.
+func assertNoQueue(t *testing.T, e *env, name string) {
+	t.Helper()
+	key, _ := e.locker.Key(name)
+	if n := e.client.Exists(context.Background(), key, key+":queue", key+":waiters").Val(); n != 0 {
+		t.Fatalf("%d of the lock and its queue keys are left", n)
+	}
+}
+
+// TestFairGrantsInArrivalOrder queues waiters one after the other behind a
+// holder, each on a Locker of its own, and checks that they get the lock in
+// the order they came.
+func TestFairGrantsInArrivalOrder(t *testing.T) {
+	name := uniq(t)
+	ctx := context.Background()
+	holder := newEnv(t, nil, core.WithFair())
+	lease, err := holder.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 6
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range waiters {
+		e := newEnv(t, nil, core.WithFair(), core.WithWait(10*time.Second))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := e.locker.Acquire(ctx, name)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			if err := l.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+		waitQueued(t, holder, name, int64(i+1))
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("grants in order %v, want 0..%d", order, waiters-1)
+		}
+	}
+	assertNoQueue(t, holder, name)
+}
+
+// waitQueued waits until n waiters queue for name.
+func waitQueued(t *testing.T, e *env, name string, n int64) {
+	t.Helper()
+	key, _ := e.locker.Key(name)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if e.client.ZCard(context.Background(), key+":queue").Val() == n {
+			return
+		}
+	}
+	t.Fatalf("%d waiters did not queue for %q", n, name)
+}
+
+// TestFairHandoffCostsTheNewHolderNoRoundTrip: a waiter granted the lock by a
+// release learns it by pub/sub, without a round trip of its own, with its
+// fence when it asked for one.
+func TestFairHandoffCostsTheNewHolderNoRoundTrip(t *testing.T) {
+	for _, fenced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
+			name := uniq(t)
+			ctx := context.Background()
+			opts := []core.Option{core.WithFair()}
+			if fenced {
+				opts = append(opts, core.WithFencing())
+			}
+			holder := newEnv(t, nil, opts...)
+			waiter := newEnv(t, nil, append(opts, core.WithFairPatience(30*time.Second))...)
+			t.Cleanup(func() { _ = waiter.locker.Close() })
+			lease, err := holder.locker.Acquire(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan *core.Lease, 1)
+			go func() {
+				l, err := waiter.locker.Acquire(ctx, name)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			waitQueued(t, holder, name, 1)
+			// The subscription is confirmed, and a poll follows it: count
+			// from when the waiter has been quiet for a while.
+			before := settled(waiter.rt)
+			if err := lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var l *core.Lease
+			select {
+			case l = <-got:
+			case <-time.After(5 * time.Second): // the next poll is 10 s away
+				t.Fatal("the grant's message did not reach the waiter")
+			}
+			if l == nil {
+				t.FailNow()
+			}
+			if n := waiter.rt.N.Load() - before; n != 0 {
+				t.Fatalf("the granted waiter made %d round trips after the release, want 0", n)
+			}
+			if fenced && l.Fence() <= lease.Fence() {
+				t.Fatalf("the granted fence %d is not above the previous holder's %d", l.Fence(), lease.Fence())
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestFairUncontendedIsTwoRoundTrips(t *testing.T) {
+	name := uniq(t)
+	e := newEnv(t, nil, core.WithFair())
+	ctx := context.Background()
+	for i := range 11 {
+		if i == 1 {
+			e.rt.N.Store(0) // the first cycle loads the scripts
+		}
+		lease, err := e.locker.Acquire(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.rt.N.Load(); n != 20 {
+		t.Fatalf("10 uncontended fair acquire+release cycles made %d round trips, want 20", n)
+	}
+}
+
+// TestFairGiveUpLeavesTheQueue: a waiter whose budget runs out leaves the
+// queue, and the lock goes to the waiter behind it.
+func TestFairGiveUpLeavesTheQueue(t *testing.T) {
+	name := uniq(t)
+	ctx := context.Background()
+	holder := newEnv(t, nil, core.WithFair())
+	lease, err := holder.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quitter := newEnv(t, nil, core.WithFair(), core.WithWait(200*time.Millisecond))
+	if _, err := quitter.locker.Acquire(ctx, name); !errors.Is(err, core.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	key, _ := holder.locker.Key(name)
+	if n := holder.client.ZCard(ctx, key+":queue").Val(); n != 0 {
+		t.Fatalf("%d entries left in the queue after the waiter gave up", n)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertNoQueue(t, holder, name)
+}
+
+// TestFairGrantToDeadWaiterIsFreedByPatience: a waiter that queued and then
+// stopped polling (its process died) is skipped after its patience; a lock
+// granted to it is freed after its patience, not its TTL.
+func TestFairGrantToDeadWaiterIsFreedByPatience(t *testing.T) {
+	name := uniq(t)
+	ctx := context.Background()
+	patience := 300 * time.Millisecond
+	holder := newEnv(t, nil, core.WithFair(), core.WithTTL(time.Minute))
+	lease, err := holder.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dead waiter: queued by hand, as its Locker would, then silent.
+	key, _ := holder.locker.Key(name)
+	store := core.NewRedisStore(holder.client).(core.Queuer)
+	if g, err := store.Enqueue(ctx, key, "dead-waiter", time.Minute, patience, false); err != nil || g.OK {
+		t.Fatalf("Enqueue = %+v, %v", g, err)
+	}
+	if err := lease.Release(ctx); err != nil { // grants it to the dead waiter
+		t.Fatal(err)
+	}
+	if v := holder.client.Get(ctx, key).Val(); v != "dead-waiter" {
+		t.Fatalf("the lock holds %q after the release, want the dead waiter's grant", v)
+	}
+	if d := holder.client.PTTL(ctx, key).Val(); d > patience {
+		t.Fatalf("the grant to the waiter lasts %v, want at most its patience %v", d, patience)
+	}
+	live := newEnv(t, nil, core.WithFair(), core.WithFairPatience(patience), core.WithWait(5*time.Second))
+	l, err := live.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatalf("the live waiter behind a dead grant: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertNoQueue(t, holder, name)
+}
+
+// TestFairGrantIsExtendedToTheTTL: a lock granted for the waiter's patience
+// is extended to the lease's TTL while the request holds it.
+func TestFairGrantIsExtendedToTheTTL(t *testing.T) {
+	name := uniq(t)
+	ctx := context.Background()
+	patience := 150 * time.Millisecond
+	holder := newEnv(t, nil, core.WithFair())
+	waiter := newEnv(t, nil, core.WithFair(), core.WithFairPatience(patience), core.WithTTL(10*time.Second))
+	lease, err := holder.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *core.Lease, 1)
+	go func() {
+		l, err := waiter.locker.Acquire(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitQueued(t, holder, name, 1)
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	time.Sleep(3 * patience)
+	key, _ := holder.locker.Key(name)
+	if d := holder.client.PTTL(ctx, key).Val(); d < 5*time.Second || l.Lost() {
+		t.Fatalf("after 3 patiences the granted lock has PTTL %v (lost %v), want it extended to about 10s", d, l.Lost())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFairNeedsAQueue(t *testing.T) {
+	nodes := redistest.StartNodes(t, 3)
+	l := core.NewRedlock(nodes.Clients(t), core.WithFair())
+	if err := l.Err(); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("Redlock with WithFair: Err() = %v, want ErrInvalidOption", err)
+	}
+	if err := core.New(shared.Client(t), core.WithFairPatience(time.Millisecond)).Err(); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("patience 1ms: Err() = %v, want ErrInvalidOption", err)
+	}
+}
+
+// fairContend runs Lockers built WithFair (and whatever else) against each
+// other on name, checking mutual exclusion by overlap detection and, with
+// WithFencing, strictly increasing fences; then that the queue's keys are
+// gone (client reads the deployment).
+func fairContend(t *testing.T, ls []*core.Locker, name string, client redis.Cmdable) {
+	t.Helper()
+	const goroutines, rounds = 3, 5
+	var o redistest.Overlap
+	var mu sync.Mutex
+	var last int64
+	contend(t, ls, goroutines, rounds, name, func(lease *core.Lease) {
+		exit := o.Enter()
+		mu.Lock()
+		if lease.Fence() != 0 && lease.Fence() <= last {
+			t.Errorf("fence %d after %d", lease.Fence(), last)
+		}
+		last = lease.Fence()
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		exit()
+		if err := lease.Release(context.Background()); err != nil {
+			t.Errorf("release: %v", err)
+		}
+	})
+	if want := int64(len(ls) * goroutines * rounds); o.Overlaps() != 0 || o.Entries() != want {
+		t.Fatalf("%d overlaps in %d of %d sections", o.Overlaps(), o.Entries(), want)
+	}
+	key, _ := ls[0].Key(name)
+	if n := client.Exists(context.Background(), key+":queue", key+":waiters").Val(); n != 0 {
+		t.Fatalf("%d queue keys left when nobody waits", n)
+	}
+}
+
+// TestFairWithEverything: fair Lockers with the watchdog, fencing,
+// wake-ups, a short TTL and the hotspot Guard with hand-overs, against
+// plain fair Lockers.
+func TestFairWithEverything(t *testing.T) {
+	leakCheck(t)
+	name := uniq(t)
+	opts := []core.Option{core.WithFair(), core.WithWatchdog(), core.WithFencing(), core.WithNotify(),
+		core.WithTTL(300 * time.Millisecond), core.WithWait(20 * time.Second)}
+	var ls []*core.Locker
+	var client redis.Cmdable
+	for i := range 3 {
+		o := opts
+		if i > 0 {
+			o = append(o, core.WithLocalQueue(hotspot.New(hotspot.WithHandoff(3))))
+		}
+		e := newEnv(t, nil, o...)
+		t.Cleanup(func() { _ = e.locker.Close() })
+		ls, client = append(ls, e.locker), e.client
+	}
+	fairContend(t, ls, name, client)
+}
+
+// TestFairGrantHandedOverLocallyCostsNoRoundTrip: a lock the fair queue
+// granted for the waiter's patience is passed to the next local waiter
+// (hotspot Guard) as it is, without a synchronous extend, and is extended
+// to the TTL in the background.
+func TestFairGrantHandedOverLocallyCostsNoRoundTrip(t *testing.T) {
+	name := uniq(t)
+	ctx := context.Background()
+	patience := 600 * time.Millisecond
+	holder := newEnv(t, nil, core.WithFair())
+	waiters := newEnv(t, nil, core.WithFair(), core.WithFairPatience(patience), core.WithTTL(10*time.Second),
+		core.WithLocalQueue(hotspot.New(hotspot.WithHandoff(3), hotspot.WithKeys(name))))
+	t.Cleanup(func() { _ = waiters.locker.Close() })
+	lease, err := holder.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan *core.Lease, 1)
+	go func() {
+		l, err := waiters.locker.Acquire(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- l
+	}()
+	waitQueued(t, holder, name, 1)
+	second := make(chan *core.Lease, 1)
+	go func() {
+		l, err := waiters.locker.Acquire(ctx, name) // waits in the local queue
+		if err != nil {
+			t.Error(err)
+		}
+		second <- l
+	}()
+	time.Sleep(50 * time.Millisecond) // the second waiter is in the local queue
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l1 := <-first
+	if l1 == nil {
+		t.FailNow()
+	}
+	before := waiters.rt.N.Load()
+	if err := l1.Release(ctx); err != nil { // hands the lock over locally
+		t.Fatal(err)
+	}
+	l2 := <-second
+	if l2 == nil {
+		t.FailNow()
+	}
+	if n := waiters.rt.N.Load() - before; n != 0 {
+		t.Fatalf("the local hand-over of a granted lock made %d round trips, want 0", n)
+	}
+	time.Sleep(patience) // past the grant's own TTL: the watchdog extended it
+	key, _ := holder.locker.Key(name)
+	if d := holder.client.PTTL(ctx, key).Val(); d < 5*time.Second || l2.Lost() {
+		t.Fatalf("after the patience the handed-over lock has PTTL %v (lost %v), want it extended to about 10s", d, l2.Lost())
+	}
+	if err := l2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertNoQueue(t, holder, name)
+}
+
+// settled waits until rt has not moved for 300 ms, and returns its count.
+func settled(rt *redistest.RoundTrips) int64 {
+	last, since := rt.N.Load(), time.Now()
+	for time.Since(since) < 300*time.Millisecond {
+		time.Sleep(20 * time.Millisecond)
+		if n := rt.N.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+	return last
+}

@@ -1,0 +1,339 @@
+package storetest
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/reqlock/reqlock/core"
+)
+
+// The properties of the fair queue (core.WithFair), for a store that
+// implements core.Queuer; each is skipped for the others.
+
+// queuers returns n new clients of the store as core.Queuers, or skips the
+// property if the store is not one.
+func (s *suite) queuers(n int) []core.Queuer {
+	s.t.Helper()
+	qs := make([]core.Queuer, n)
+	for i := range qs {
+		st := s.store()
+		q, ok := st.(core.Queuer)
+		switch {
+		case !ok && i == 0:
+			s.t.Skipf("storetest: %T does not implement core.Queuer: the fair queue's properties (WithFair) do not apply", st)
+		case !ok:
+			s.t.Fatalf("storetest: newStore returned a %T that implements core.Queuer and a %T that does not", qs[0], st)
+		}
+		qs[i] = q
+	}
+	return qs
+}
+
+// stores returns qs as core.Stores.
+func stores(qs []core.Queuer) []core.Store {
+	st := make([]core.Store, len(qs))
+	for i, q := range qs {
+		st[i] = q
+	}
+	return st
+}
+
+// enqueue calls q.Enqueue and fails the subtest on an error. Every token it
+// queues leaves the queue when the subtest ends (Dequeue, which also
+// releases the key if the token holds it).
+func (s *suite) enqueue(q core.Queuer, key, tok string, ttl, patience time.Duration, fenced bool) core.Grant {
+	s.t.Helper()
+	ctx, cancel := call()
+	defer cancel()
+	g, err := q.Enqueue(ctx, key, tok, ttl, patience, fenced)
+	if err != nil {
+		s.t.Fatalf("storetest: Enqueue(%q, ttl %v, patience %v, fenced %v): %v", key, ttl, patience, fenced, err)
+	}
+	if !s.leaving[tok] {
+		s.leaving[tok] = true
+		s.t.Cleanup(func() {
+			ctx, cancel := call()
+			defer cancel()
+			_ = q.Dequeue(ctx, key, tok)
+		})
+	}
+	return g
+}
+
+// takeFree enqueues tok for key, which nobody holds or waits for, and fails
+// the subtest unless tok takes it.
+func (s *suite) takeFree(q core.Queuer, key, tok string) {
+	s.t.Helper()
+	if !s.enqueue(q, key, tok, s.long, s.long, false).OK {
+		s.t.Fatalf("storetest: Enqueue of %s, which nobody holds or waits for, did not take it", key)
+	}
+}
+
+// queue enqueues tok for key, which another token holds, and fails the
+// subtest if tok takes it.
+func (s *suite) queue(q core.Queuer, key, tok string, patience time.Duration, fenced bool) {
+	s.t.Helper()
+	if s.enqueue(q, key, tok, s.long, patience, fenced).OK {
+		s.t.Fatalf("storetest: Enqueue of %s, which another token holds, took it", key)
+	}
+}
+
+// dequeue calls q.Dequeue and fails the subtest on an error.
+func (s *suite) dequeue(q core.Queuer, key, tok string) {
+	s.t.Helper()
+	ctx, cancel := call()
+	defer cancel()
+	if err := q.Dequeue(ctx, key, tok); err != nil {
+		s.t.Fatalf("storetest: Dequeue(%q): %v", key, err)
+	}
+}
+
+// fairMutualExclusion: MutualExclusion with Lockers built WithFair, which
+// wait in the store's queue instead of spinning.
+func fairMutualExclusion(s *suite) {
+	exclusion(s, stores(s.queuers(3)), core.WithFair())
+}
+
+// inLine is a Queuer that tells, on queued, when an Enqueue left its caller
+// in line.
+type inLine struct {
+	core.Queuer
+	queued chan struct{} // capacity 1
+}
+
+func (q inLine) Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (core.Grant, error) {
+	g, err := q.Queuer.Enqueue(ctx, key, token, ttl, patience, fenced)
+	if err == nil && !g.OK {
+		select {
+		case q.queued <- struct{}{}:
+		default:
+		}
+	}
+	return g, err
+}
+
+// fairGrantsInArrivalOrder: Lockers built WithFair, each on a client of its
+// own, queue for a held name one after the other (each once the one before
+// it is in line); when the holder releases, they get the name in the order
+// they queued.
+func fairGrantsInArrivalOrder(s *suite) {
+	const waiters = 5
+	qs := s.queuers(waiters + 1)
+	name := s.lockName()
+	first := s.hold(s.locker(qs[0], core.WithFair()), name)
+	order := make(chan int, waiters)
+	var errs errorList
+	var wg sync.WaitGroup
+	for i := 1; i <= waiters; i++ {
+		q := inLine{qs[i], make(chan struct{}, 1)}
+		// A patience of seconds: a waiter that a loaded host stalls keeps its
+		// place.
+		l := s.locker(q, core.WithFairPatience(5*time.Second), core.WithWait(20*time.Second))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			lease, err := l.Acquire(ctx, name)
+			if err != nil {
+				errs.add("waiter %d: Acquire(%q) with a wait of 20s: %v", i, name, err)
+				return
+			}
+			order <- i
+			if err := lease.Release(ctx); err != nil {
+				errs.add("waiter %d: Release(%q): %v", i, name, err)
+			}
+		}()
+		select {
+		case <-q.queued:
+		case <-time.After(10 * time.Second):
+			errs.add("waiter %d was not in line for %q 10s after its Acquire began", i, name)
+		}
+	}
+	ctx, cancel := call()
+	defer cancel()
+	if err := first.Release(ctx); err != nil {
+		errs.add("Release(%q) by its first holder: %v", name, err)
+	}
+	wg.Wait()
+	close(order)
+	var got []int
+	for i := range order {
+		got = append(got, i)
+	}
+	want := make([]int, waiters)
+	for i := range want {
+		want[i] = i + 1
+	}
+	if !slices.Equal(got, want) {
+		s.t.Errorf("storetest: %d waiters that queued for a held name one after the other got it in the order %v; want the order they queued in, %v",
+			waiters, got, want)
+	}
+	errs.report(s.t)
+}
+
+// awaitGrant returns the first grant (OK) that c receives within d; a store
+// may also send poll requests (a Grant without OK), which it skips.
+func awaitGrant(c <-chan core.Grant, d time.Duration) (core.Grant, bool) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case g := <-c:
+			if g.OK {
+				return g, true
+			}
+		case <-timer.C:
+			return core.Grant{}, false
+		}
+	}
+}
+
+// queuerReleaseGrantsTheHead: with two waiters in line (Enqueue), a Release
+// by the holder grants the key to the first, which learns it on its Grants
+// channel without polling (a grant with the fence its next Enqueue returns
+// and a TTL within the one it asked for); the second still waits. Grants
+// may be lost (the subscription may not be in place yet): the round is
+// repeated, the new holder releasing, for a few seconds.
+func queuerReleaseGrantsTheHead(s *suite) {
+	qs := s.queuers(3)
+	key := s.key()
+	holder, hq := token(), qs[0]
+	if !s.enqueue(hq, key, holder, s.long, s.long, true).OK {
+		s.t.Fatalf("storetest: Enqueue of %s, which nobody holds or waits for, did not take it", key)
+	}
+	start := time.Now()
+	for round := 1; ; round++ {
+		head, second := token(), token()
+		hd := qs[round%2] // not the holder's client
+		s.queue(hd, key, head, s.long, true)
+		grants, stop := hd.Grants(key, head)
+		s.queue(qs[2], key, second, s.long, true)
+		select { // a store may confirm its subscription with a poll request
+		case <-grants:
+		case <-time.After(100 * time.Millisecond):
+		}
+		if !s.release(hq, key, holder) {
+			s.t.Fatalf("storetest: Release of %s by its holder reported false", key)
+		}
+		got, heard := awaitGrant(grants, 500*time.Millisecond)
+		stop()
+		polled := s.enqueue(hd, key, head, s.long, s.long, true)
+		if !polled.OK {
+			s.t.Fatalf("storetest: a Release of %s with two waiters in line did not grant it to the first: its next Enqueue reports that it waits", key)
+		}
+		if s.enqueue(qs[2], key, second, s.long, s.long, true).OK {
+			s.t.Fatalf("storetest: the second waiter in line for %s took it while a release had granted it to the first", key)
+		}
+		s.dequeue(qs[2], key, second)
+		if heard {
+			if got.Fence <= 0 || got.Fence != polled.Fence {
+				s.t.Errorf("storetest: the grant of %s on the Grants channel carries fence %d, and the waiter's next Enqueue fence %d: want one fence, above 0",
+					key, got.Fence, polled.Fence)
+			}
+			if got.TTL <= 0 || got.TTL > s.long {
+				s.t.Errorf("storetest: the grant of %s on the Grants channel lasts %v: want more than 0 and at most the TTL asked for, %v", key, got.TTL, s.long)
+			}
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			s.t.Fatalf("storetest: no grant on the Grants channel of the first waiter in line for %s after %d releases in %v: waiters would learn of their grants only when they poll",
+				key, round, time.Since(start).Round(time.Millisecond))
+		}
+		holder, hq = head, hd
+	}
+}
+
+// queuerGiveUpPassesTheGrantOn: a waiter that gives up (Dequeue) after a
+// release granted it the key, before it knew, passes the key on: the next
+// waiter in line holds it at once (another token cannot take it), and its
+// next Enqueue says so.
+func queuerGiveUpPassesTheGrantOn(s *suite) {
+	qs := s.queuers(3)
+	key := s.key()
+	holder, quitter, next := token(), token(), token()
+	s.takeFree(qs[0], key, holder)
+	s.queue(qs[1], key, quitter, s.long, false)
+	s.queue(qs[2], key, next, s.long, false)
+	if !s.release(qs[0], key, holder) {
+		s.t.Fatalf("storetest: Release of %s by its holder reported false", key)
+	}
+	s.dequeue(qs[1], key, quitter)
+	if !s.held(qs[0], key) {
+		s.t.Fatalf("storetest: the first waiter in line for %s gave up (Dequeue) after a release granted it the key, and the key was free with a waiter in line: the grant was not passed on", key)
+	}
+	if !s.enqueue(qs[2], key, next, s.long, s.long, false).OK {
+		s.t.Fatalf("storetest: the first waiter in line for %s gave up (Dequeue) after a release granted it the key, and the next waiter does not hold it: the grant left with the waiter", key)
+	}
+	if s.release(qs[1], key, quitter) {
+		s.t.Errorf("storetest: a waiter that gave up still held %s: its Release reported true", key)
+	}
+	if !s.release(qs[2], key, next) {
+		s.t.Errorf("storetest: Release of %s by the waiter it was passed on to reported false", key)
+	}
+}
+
+// queuerSkipsDeadWaiters: a waiter that queued and then stopped calling
+// Enqueue is dead once its patience has passed; a release skips it and
+// grants the key to the live waiter behind it.
+func queuerSkipsDeadWaiters(s *suite) {
+	qs := s.queuers(3)
+	key := s.key()
+	patience := s.ttl
+	holder, dead, live := token(), token(), token()
+	s.takeFree(qs[0], key, holder)
+	queued := time.Now()
+	s.queue(qs[1], key, dead, patience, false)
+	s.queue(qs[2], key, live, s.long, false)
+	sleepUntil(queued.Add(patience + patience/100 + s.res + 10*time.Millisecond))
+	if !s.release(qs[0], key, holder) {
+		s.t.Fatalf("storetest: Release of %s by its holder reported false", key)
+	}
+	if !s.enqueue(qs[2], key, live, s.long, s.long, false).OK {
+		s.t.Fatalf("storetest: a release of %s did not grant it to the live waiter behind one that stopped calling Enqueue %v before, past its patience %v",
+			key, time.Since(queued).Round(time.Millisecond), patience)
+	}
+	if !s.release(qs[2], key, live) {
+		s.t.Errorf("storetest: Release of %s by the waiter it was granted to reported false", key)
+	}
+}
+
+// queuerGrantToDeadWaiterExpires: a key that a release granted to a waiter
+// that never calls again is held for the waiter's patience, not for the TTL
+// it asked for: the next waiter in line gets it then (TTL resolution and
+// slack allowed), and not before.
+func queuerGrantToDeadWaiterExpires(s *suite) {
+	qs := s.queuers(3)
+	key := s.key()
+	patience := s.ttl
+	holder, dead, live := token(), token(), token()
+	s.takeFree(qs[0], key, holder)
+	s.queue(qs[1], key, dead, patience, false)
+	start := time.Now()
+	if !s.release(qs[0], key, holder) {
+		s.t.Fatalf("storetest: Release of %s by its holder reported false", key)
+	}
+	earliest := patience - s.res - patience/100
+	latest := patience + s.res + s.slack
+	for {
+		ok := s.enqueue(qs[2], key, live, s.long, s.long, false).OK
+		elapsed := time.Since(start)
+		if ok {
+			if elapsed < earliest {
+				s.t.Errorf("storetest: %s was free %v after a release with a waiter in line (patience %v): the release did not grant it to the waiter for its patience",
+					key, elapsed.Round(time.Millisecond), patience)
+			}
+			break
+		}
+		if elapsed > latest {
+			s.t.Fatalf("storetest: %s, granted by a release to a waiter that never called again, was still held %v later: the grant must last the waiter's patience %v, not its TTL %v (TTL resolution %v, slack %v)",
+				key, elapsed.Round(time.Millisecond), patience, s.long, s.res, s.slack)
+		}
+		time.Sleep(s.poll)
+	}
+	if !s.release(qs[2], key, live) {
+		s.t.Errorf("storetest: Release of %s by the waiter that got it reported false", key)
+	}
+}

@@ -1,0 +1,164 @@
+package redisscript_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestModel drives the fair queue's scripts with seeded random schedules of
+// simulated waiters (arrivals, polls, releases, give-ups, crashes, stale
+// calls and time passing, with patience and TTLs of tens of ms), and checks
+// after every step that Redis agrees with the model and that the queue's
+// invariants hold. It runs a few fixed seeds and one fresh seed; a failure
+// prints its seed and the last steps (-model.seed reruns one seed: the
+// same choices, though not the same timings).
+func TestModel(t *testing.T) {
+	c := newClient(t)
+	requireRedis7(t, c)
+	steps := 250
+	if *stepsFlag > 0 {
+		steps = *stepsFlag
+	}
+	seeds := []uint64{1, 2, 3, 4, rand.Uint64()}
+	if *seedFlag != 0 {
+		seeds = []uint64{*seedFlag}
+	}
+	// The seeds run at once (mostly, they wait for time to pass), whatever
+	// -parallel says.
+	concurrently(len(seeds), func(i int) {
+		seed := seeds[i]
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			cfg := config{seed: seed, steps: steps, waiters: 6, scripts: realScripts}
+			start := time.Now()
+			stats, err := modelRun(context.Background(), c, t.Name(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d steps in %v: %v", steps, time.Since(start).Round(time.Millisecond), stats)
+		})
+	})
+}
+
+// concurrently calls f(0), ..., f(n-1) each on a goroutine of its own, and
+// waits for them.
+func concurrently(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// requireRedis7 skips t on a server without PEXPIRETIME (before Redis 7.0),
+// which the snapshot reads.
+func requireRedis7(t *testing.T, c *redis.Client) {
+	t.Helper()
+	err := c.Do(context.Background(), "PEXPIRETIME", "model:probe").Err()
+	if err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
+		t.Skipf("the model's snapshot needs PEXPIRETIME (Redis 7.0): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replacement is a change of a script's text.
+type replacement struct{ old, new string }
+
+// mutants are deliberate bugs in the scripts, each a set of replacements in
+// the text of the scripts (the libraries' text is in each script that uses
+// them). The model test must fail on every one, on a check rather than on
+// a script error.
+var mutants = []struct {
+	name string
+	reps []replacement
+}{
+	{"a release grants the tail instead of the head", []replacement{
+		{`redis.call("ZRANGE", KEYS[3], 0, 0)[1]`, `redis.call("ZRANGE", KEYS[3], -1, -1)[1]`}}},
+	{"dead entries are not dropped", []replacement{
+		{`if e and e.deadline > now then`, `if e then`}}},
+	{"a grant lasts the full TTL, not min(ttl, patience)", []replacement{
+		{`local ttl = math.min(e.ttl, e.patience)`, `local ttl = e.ttl`}}},
+	{"a dequeue does not pass on a held grant", []replacement{
+		{`grant(now_ms(), ARGV[2], tonumber(ARGV[3]))`, `tidy()`}}},
+	{"a release does not check the token", []replacement{
+		{`if redis.call("GET", KEYS[1]) ~= ARGV[1] then`, `if redis.call("EXISTS", KEYS[1]) == 0 then`}}},
+	{"an enqueue takes a free lock over live waiters", []replacement{
+		{`if not first or first == token then`, `if true then`}}},
+	{"newcomers queue at the head", []replacement{
+		{`redis.call("ZRANGE", KEYS[3], -1, -1, "WITHSCORES")[2]`, `redis.call("ZRANGE", KEYS[3], 0, 0, "WITHSCORES")[2]`},
+		{`(tonumber(last) or 0) + 1`, `(tonumber(last) or 0) - 1`}}},
+	{"a poll sends its waiter to the tail", []replacement{
+		{`if not redis.call("ZSCORE", KEYS[3], token) then`, `if true then`}}},
+	{"a grant is not published", []replacement{
+		{`redis.call("PUBLISH", channel, string.format("%s %d %d", token, fence, ttl))`, ``}}},
+	{"a grant prints its fence as a Lua number (1.79e+15)", []replacement{
+		{`string.format("%s %d %d", token, fence, ttl)`, `token .. " " .. fence .. " " .. ttl`}}},
+	{"a grant draws no fence", []replacement{
+		{`if e.fenced then`, `if false then`}}},
+	{"an entry lives twice its patience", []replacement{
+		{`(now + patience) .. " "`, `(now + 2 * patience) .. " "`}}},
+	{"the queue's keys never expire", []replacement{
+		{`redis.call("PEXPIREAT", KEYS[3], at)`, ``},
+		{`redis.call("PEXPIREAT", KEYS[4], at)`, ``}}},
+	{"a re-sent poll of the holder queues it", []replacement{
+		{`if holder == token then`, `if false then`}}},
+}
+
+// mutated returns the real scripts with reps applied, and fails t if a
+// replacement matches none of them (the mutant would be the real scripts).
+func mutated(t *testing.T, reps []replacement) scripts {
+	t.Helper()
+	s := realScripts
+	for _, r := range reps {
+		n := 0
+		for _, text := range []*string{&s.enqueue, &s.release, &s.dequeue} {
+			n += strings.Count(*text, r.old)
+			*text = strings.ReplaceAll(*text, r.old, r.new)
+		}
+		if n == 0 {
+			t.Fatalf("%q is in none of the scripts", r.old)
+		}
+	}
+	return s
+}
+
+// TestModelCatchesMutants shows that the model test catches bugs: each
+// mutant of the scripts must fail one of its checks within a few seeds (it
+// takes one, mostly).
+func TestModelCatchesMutants(t *testing.T) {
+	c := newClient(t)
+	requireRedis7(t, c)
+	concurrently(len(mutants), func(i int) {
+		mu := mutants[i]
+		t.Run(mu.name, func(t *testing.T) {
+			cfg := config{steps: 400, waiters: 6, scripts: mutated(t, mu.reps)}
+			start := time.Now()
+			for seed := uint64(1); seed <= 5; seed++ {
+				cfg.seed = seed
+				_, err := modelRun(context.Background(), c, t.Name()+fmt.Sprint(seed), cfg)
+				if err == nil {
+					continue
+				}
+				f := asFailure(err)
+				if f == nil || f.check == checkCall {
+					t.Fatalf("the mutant failed, but not on a check: %v", err)
+				}
+				t.Logf("caught by %q at seed %d, step %d, in %v: %s", f.check, f.seed, f.step, time.Since(start).Round(time.Millisecond), f.msg)
+				return
+			}
+			t.Errorf("the model test passed the mutant in 5 seeds of %d steps", cfg.steps)
+		})
+	})
+}
