@@ -1,7 +1,7 @@
 // Package undo is the clean-up of failed lock attempts that reqlock's
-// stores share (the Redis store of core, the rueidis and Memcached stores):
-// a compare-and-delete of the attempt's token, sent again until it deletes
-// the key or cannot matter any more.
+// stores share (the Redis store of core, the rueidis, Memcached and SQL
+// stores): a compare-and-delete of the attempt's token, sent again until it
+// deletes the key or cannot matter any more.
 //
 // An attempt to take a lock fails with an error after its command may have
 // reached the store (a lost reply, a deadline, a stalled server). A
