@@ -1,7 +1,7 @@
 // Package undo is the clean-up of failed lock attempts that reqlock's
-// stores share (the Redis store of core, the rueidis and Memcached stores):
-// a compare-and-delete of the attempt's token, sent again until it deletes
-// the key or cannot matter any more.
+// stores share (the Redis store of core, the rueidis, Memcached and SQL
+// stores): a compare-and-delete of the attempt's token, sent again until it
+// deletes the key or cannot matter any more.
 //
 // An attempt to take a lock fails with an error after its command may have
 // reached the store (a lost reply, a deadline, a stalled server). A
@@ -112,7 +112,10 @@ type Queue struct {
 }
 
 // NewQueue returns a queue whose rounds run sweep, each bounded by
-// timeout() (the store's I/O timeout) and by two intervals at most.
+// timeout() (the store's I/O timeout) and by two intervals at most. With a
+// nil timeout a round has no deadline of its own (Close still cuts it):
+// sweep bounds each of its calls, for a store that cannot send a whole
+// round at once.
 func NewQueue(sweep Sweep, timeout func() time.Duration) *Queue {
 	q := &Queue{sweep: sweep, timeout: timeout, kick: make(chan struct{}, 1)}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
@@ -247,10 +250,15 @@ func (q *Queue) loop() {
 // two intervals at most: against a frozen server a round waits for
 // nothing, so that once the server resumes the next round comes within
 // about half a second, not a whole I/O timeout later; a round cut short is
-// only tried again.
+// only tried again. Without a timeout (see NewQueue), the sweep bounds its
+// calls itself.
 func (q *Queue) round(batch []*Attempt) map[*Attempt]bool {
-	ctx, cancel := context.WithTimeout(q.ctx, min(q.timeout(), 2*Interval))
-	defer cancel()
+	ctx := q.ctx
+	if q.timeout != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(q.ctx, min(q.timeout(), 2*Interval))
+		defer cancel()
+	}
 	outcomes := q.sweep(ctx, batch)
 	now := time.Now()
 	finished := make(map[*Attempt]bool)

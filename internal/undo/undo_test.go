@@ -198,3 +198,22 @@ func TestUndosAreBounded(t *testing.T) {
 		t.Fatal("the oldest clean-up was not the one dropped")
 	}
 }
+
+// Without a timeout, a round has no deadline of its own, and Close cuts it.
+func TestRoundWithoutTimeout(t *testing.T) {
+	started := make(chan bool, 1)
+	q := NewQueue(func(ctx context.Context, batch []*Attempt) []Outcome {
+		_, ok := ctx.Deadline()
+		started <- ok
+		<-ctx.Done()
+		return nil
+	}, nil)
+	q.Add("k", "t", time.Minute, time.Now())
+	if <-started {
+		t.Error("a round of a queue without a timeout has a deadline")
+	}
+	q.Close() // returns once the round is cut
+	if n, running := q.Pending(); n != 0 || running {
+		t.Fatalf("after Close: %d clean-ups pending, goroutine running %v", n, running)
+	}
+}

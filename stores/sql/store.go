@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/undo"
 )
 
 // MaxKeyLen is the longest key the store accepts, in bytes (the width of
@@ -30,8 +31,8 @@ type Store struct {
 	dialect Dialect
 	table   string
 	q       queries
-	stmts   *stmtCache // MySQL: prepared statements, one round trip per call
-	undos   *undos     // clean-ups of failed attempts
+	stmts   *stmtCache  // MySQL: prepared statements, one round trip per call
+	undos   *undo.Queue // clean-ups of failed attempts
 
 	// Set by the package's tests only: trace sees every statement the store
 	// sends with its arguments; noUndo turns the clean-ups off.
@@ -170,7 +171,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced)
 	if err != nil {
 		if mayHaveApplied(err) && !s.noUndo {
-			s.undos.undo(ctx, key, token, ttl, sent)
+			s.undo(ctx, key, token, ttl, sent)
 		}
 		return false, 0, s.fail(ctx, "acquire "+strconv.Quote(key), err)
 	}
@@ -307,7 +308,7 @@ const MinPurgeAge = time.Minute
 // store (MySQL). It does not close the *sql.DB. The store still works after
 // Close, without background clean-ups.
 func (s *Store) Close() error {
-	s.undos.close()
+	s.undos.Close()
 	if s.stmts != nil {
 		return s.stmts.close()
 	}
