@@ -29,6 +29,7 @@ type readme struct {
 	Best       string
 	Fair       string
 	Impls      []lockbench.Impl
+	StoreKinds []lockbench.StoreKind
 	Versions   []module
 	Chart      string
 	ScaleChart string
@@ -72,7 +73,7 @@ func writeReadme(w io.Writer, rep *lockbench.Report) error {
 	if err != nil {
 		return err
 	}
-	return t.Execute(w, readme{Report: rep, Best: lockbench.Best, Fair: lockbench.Fair, Impls: lockbench.Impls, Versions: versions(), Chart: chartFile, ScaleChart: scaleChartFile})
+	return t.Execute(w, readme{Report: rep, Best: lockbench.Best, Fair: lockbench.Fair, Impls: lockbench.Impls, StoreKinds: lockbench.Stores, Versions: versions(), Chart: chartFile, ScaleChart: scaleChartFile})
 }
 
 // minutes says how long d is, to the half minute.
