@@ -77,8 +77,8 @@ const DefaultRTT = time.Millisecond
 // processes × 1, 4, 16 and 64 goroutines on one name, 100 attempts per
 // process and level (at least two per goroutine), each level cut after 8 s.
 // The stores section runs 200 uncontended acquires per store and the
-// contention experiment with 100 attempts per process (300 per row), so
-// that its 17 rows fit in a few minutes.
+// contention experiment with 200 attempts per process (600 per row), so
+// that its 17 rows fit in about three minutes.
 func DefaultParams() Params {
 	return Params{
 		Procs:         3,
@@ -101,7 +101,7 @@ func DefaultParams() Params {
 		ScaleFor:        8 * time.Second,
 
 		StoreSoloOps:  200,
-		StoreAttempts: 100,
+		StoreAttempts: 200,
 	}
 }
 
