@@ -297,7 +297,7 @@ func TestTargets(t *testing.T) {
 	if !rep.Missed("p99") || rep.Missed("wall") || rep.Missed("nope") {
 		t.Error("Missed")
 	}
-	if rep.RoundFloor() != 25 || rep.WallFloor() != 3000 || rep.Rounds() != 300 {
+	if rep.RoundFloor() != 24 || rep.WallFloor() != 2700 || rep.Rounds() != 300 {
 		t.Errorf("floors %d %d, rounds %d", rep.RoundFloor(), rep.WallFloor(), rep.Rounds())
 	}
 }
