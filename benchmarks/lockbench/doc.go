@@ -10,6 +10,15 @@
 // 3 processes. Targets checks the run against the goals of the fair queue
 // (core.WithFair).
 //
+// The stores section runs reqlock's Locker on each of its stores (Stores:
+// Redis through go-redis as the reference, rueidis, etcd, ZooKeeper,
+// PostgreSQL, MariaDB, memcached): uncontended acquires, and the contention
+// experiment with the default setting, the hotspot Guard with handoff, and
+// the fair queue on the stores that implement core.Queuer. The runner
+// starts each server (internal/servers) behind a delaying proxy of its own,
+// which counts the request/response exchanges of the store's clients; the
+// critical section and the overlap check stay on the benchmark's Redis.
+//
 // The plain spin lock is the baseline: the single-instance lock of the Redis
 // documentation (SET NX PX to acquire, a compare-and-delete script to
 // release; https://redis.io/docs/latest/develop/use/patterns/distributed-locks/),
@@ -29,7 +38,11 @@
 //
 //	cd benchmarks && go run ./cmd/contention
 //
-// and everything, regenerating README.md and its chart, with
+// the stores section alone with
+//
+//	cd benchmarks && go run ./cmd/compare -stores all
+//
+// and everything, regenerating README.md and its charts, with
 //
 //	cd benchmarks && go run ./cmd/compare -write
 package lockbench

@@ -36,6 +36,11 @@ type Env struct {
 	// RoundTrips counts the round trips of Client; an implementation on
 	// another client adds its own to it.
 	RoundTrips *RoundTrips
+	// Store, in the stores section, is the store the reqlock variants keep
+	// their locks in (core.NewWithStore) instead of Client's Redis; nil
+	// elsewhere, and for the stores section's Redis reference row, whose
+	// Client is on the store's proxy.
+	Store core.Store
 }
 
 // Impl is one lock implementation under test.
@@ -121,7 +126,7 @@ func find(name string) (Impl, bool) {
 
 // openReqlock returns the constructor of a core.Locker with the run's
 // settings and extra, with a hotspot Guard in front of it when guardOpts are
-// given.
+// given, on env.Store if set and on env.Client's Redis otherwise.
 func openReqlock(extra []core.Option, guardOpts ...hotspot.Option) func(env *Env) (Lock, error) {
 	return func(env *Env) (Lock, error) {
 		p := env.Params
@@ -135,7 +140,12 @@ func openReqlock(extra []core.Option, guardOpts ...hotspot.Option) func(env *Env
 			}
 			opts = append(opts, core.WithHandlers(guard))
 		}
-		l := core.New(env.Client, opts...)
+		var l *core.Locker
+		if env.Store != nil {
+			l = core.NewWithStore(env.Store, opts...)
+		} else {
+			l = core.New(env.Client, opts...)
+		}
 		if err := l.Err(); err != nil {
 			return nil, err
 		}

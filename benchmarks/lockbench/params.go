@@ -47,6 +47,15 @@ type Params struct {
 	ScaleGoroutines []int
 	ScaleAttempts   int
 	ScaleFor        time.Duration
+
+	// The stores section: reqlock on each of Stores (names of StoreKinds;
+	// empty for all), each server started by the runner behind a proxy of
+	// its own with the same simulated round trip. StoreSoloOps uncontended
+	// acquires per store, and the contention experiment's shape (Procs ×
+	// Goroutines) with StoreAttempts attempts per process per row.
+	Stores        []string `json:",omitempty"`
+	StoreSoloOps  int
+	StoreAttempts int
 }
 
 // ScaleQuota is how many attempts each process starts at a level of the
@@ -67,6 +76,9 @@ const DefaultRTT = time.Millisecond
 // goroutines on one hot key for 5 s, 500 uncontended acquires, and 3
 // processes × 1, 4, 16 and 64 goroutines on one name, 100 attempts per
 // process and level (at least two per goroutine), each level cut after 8 s.
+// The stores section runs 200 uncontended acquires per store and the
+// contention experiment with 200 attempts per process (600 per row), so
+// that its 17 rows fit in about three minutes.
 func DefaultParams() Params {
 	return Params{
 		Procs:         3,
@@ -87,6 +99,9 @@ func DefaultParams() Params {
 		ScaleGoroutines: []int{1, 4, 16, 64},
 		ScaleAttempts:   100,
 		ScaleFor:        8 * time.Second,
+
+		StoreSoloOps:  200,
+		StoreAttempts: 200,
 	}
 }
 
@@ -110,6 +125,25 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var((*intList)(&p.ScaleGoroutines), "scale", "scaling scenario: comma-separated goroutines per process, one level each")
 	fs.IntVar(&p.ScaleAttempts, "scale-attempts", p.ScaleAttempts, "scaling scenario: attempts per process and level (at least two per goroutine)")
 	fs.DurationVar(&p.ScaleFor, "scale-for", p.ScaleFor, "scaling scenario: time after which a level starts no more attempts")
+	fs.Var((*nameList)(&p.Stores), "stores", "stores section: comma-separated stores ("+strings.Join(storeNames(), ", ")+"; default all)")
+	fs.IntVar(&p.StoreSoloOps, "store-solo", p.StoreSoloOps, "stores section: uncontended acquires per store")
+	fs.IntVar(&p.StoreAttempts, "store-attempts", p.StoreAttempts, "stores section: contention experiment, acquires per process")
+}
+
+// nameList is a flag of comma-separated names.
+type nameList []string
+
+func (l *nameList) String() string { return strings.Join(*l, ",") }
+
+func (l *nameList) Set(s string) error {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	*l = out
+	return nil
 }
 
 // intList is a flag of comma-separated positive integers.
@@ -145,6 +179,12 @@ func (p Params) validate() error {
 	}
 	if p.ScaleProcs < 1 || len(p.ScaleGoroutines) == 0 || p.ScaleAttempts < 1 || p.ScaleFor <= 0 || slices.Min(p.ScaleGoroutines) < 1 {
 		return fmt.Errorf("lockbench: the scaling scenario needs at least 1 process, a level, 1 attempt, a positive duration and at least 1 goroutine per level (got %d, %v, %d, %v)", p.ScaleProcs, p.ScaleGoroutines, p.ScaleAttempts, p.ScaleFor)
+	}
+	if p.StoreSoloOps < 1 || p.StoreAttempts < 1 {
+		return fmt.Errorf("lockbench: the stores section needs at least 1 uncontended acquire and 1 attempt per process (got %d, %d)", p.StoreSoloOps, p.StoreAttempts)
+	}
+	if _, err := LookupStores(p.Stores); err != nil {
+		return err
 	}
 	if p.Name == "" || p.Wait < 0 || p.TTL <= 0 || p.SpinMin < 0 || p.SpinRandom < 0 || p.RTT < 0 {
 		return errors.New("lockbench: the name must not be empty, the TTL must be positive and no duration negative")

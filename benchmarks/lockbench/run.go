@@ -26,13 +26,17 @@ type Scenarios struct {
 	Hot        bool // a continuous hot key for a fixed time
 	Solo       bool // uncontended acquires of distinct names
 	Scaling    bool // one name, more and more contenders
+	// Stores runs reqlock on every store of Params.Stores: uncontended
+	// acquires and the contention experiment, each server started by the
+	// runner.
+	Stores bool
 }
 
 // AllScenarios runs everything.
-var AllScenarios = Scenarios{Contention: true, Hot: true, Solo: true, Scaling: true}
+var AllScenarios = Scenarios{Contention: true, Hot: true, Solo: true, Scaling: true, Stores: true}
 
 // ParseScenarios reads a comma-separated list of scenarios (contention,
-// hot, solo, scaling); "" or "all" is AllScenarios.
+// hot, solo, scaling, stores); "" or "all" is AllScenarios.
 func ParseScenarios(list string) (Scenarios, error) {
 	if list == "" || list == "all" {
 		return AllScenarios, nil
@@ -48,8 +52,10 @@ func ParseScenarios(list string) (Scenarios, error) {
 			s.Solo = true
 		case "scaling":
 			s.Scaling = true
+		case "stores":
+			s.Stores = true
 		default:
-			return s, fmt.Errorf("lockbench: unknown scenario %q (contention, hot, solo, scaling)", name)
+			return s, fmt.Errorf("lockbench: unknown scenario %q (contention, hot, solo, scaling, stores)", name)
 		}
 	}
 	return s, nil
@@ -69,6 +75,13 @@ type Report struct {
 	Hot         []HotResult // the continuous hot key
 	Solo        []SoloResult
 	Scale       []ScaleResult // the scaling scenario, by level, then implementation (see ScaleRows)
+	// StoreSolo and StoreResults are the stores section: per store, the
+	// uncontended acquires, and per setting and store, the contention
+	// experiment (Result.Impl is the setting).
+	StoreSolo    []SoloResult
+	StoreResults []Result
+	// StoreVersions are the servers' versions, by store name.
+	StoreVersions map[string]string
 	// Took is how long the run took, from the server's start to the last
 	// scenario's end.
 	Took time.Duration
@@ -77,6 +90,9 @@ type Report struct {
 // Run starts a redis-server and the delaying proxy in front of it and runs
 // the chosen scenarios for each implementation in turn, logging progress to
 // log. Every client of every implementation reaches Redis through the proxy.
+// The stores section runs first, so that a store server that is not
+// installed fails the run at once; it starts its servers, each behind a
+// proxy of its own with the same delay, and stops them when it is done.
 func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Writer) (*Report, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -103,8 +119,13 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{p: p, admin: admin, addr: proxy.Addr()}
+	b := &bench{p: p, admin: admin, addr: proxy.Addr(), redis: srv.Addr()}
 	rep := &Report{Params: p, Machine: ThisMachine(), Redis: version, Date: time.Now(), MeasuredRTT: rtt}
+	if only.Stores {
+		if err := b.runStores(ctx, rep, log); err != nil {
+			return nil, err
+		}
+	}
 	type step struct {
 		scenario   string
 		procs      int
@@ -136,7 +157,7 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 	for _, step := range steps {
 		for _, impl := range impls {
 			fmt.Fprintf(log, "lockbench: %s: %s...\n", impl.Name, step.what)
-			run, err := b.run(ctx, job{Scenario: step.scenario, Impl: impl.Name, Goroutines: step.goroutines}, step.procs)
+			run, err := b.run(ctx, job{Scenario: step.scenario, Impl: impl.Name, Params: p, Goroutines: step.goroutines}, step.procs, nil)
 			if err != nil {
 				return nil, fmt.Errorf("lockbench: %s: %s: %w", impl.Name, step.scenario, err)
 			}
@@ -148,11 +169,12 @@ func Run(ctx context.Context, p Params, impls []Impl, only Scenarios, log io.Wri
 }
 
 // bench is the Redis side of a run: the admin client (direct, not through
-// the proxy) and the address the workers dial.
+// the proxy), the address the workers dial and the server's own.
 type bench struct {
 	p     Params
 	admin *redis.Client
 	addr  string
+	redis string
 }
 
 // workerRun is what one scenario of one implementation produced: the
@@ -169,6 +191,10 @@ type workerRun struct {
 	// rtt is the median round trip of a PING through the proxy, sent every
 	// 10 ms during the run.
 	rtt time.Duration
+	// exchanges are the request/response exchanges the store's proxy
+	// forwarded during the run (the stores section), from the start signal
+	// to the last report.
+	exchanges int64
 }
 
 // worker is a running worker process.
@@ -180,8 +206,9 @@ type worker struct {
 
 // run starts procs worker processes for the job's scenario and
 // implementation, waits until all are warmed up, clears the data and the
-// command statistics, starts them together and collects their reports.
-func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err error) {
+// command statistics, starts them together and collects their reports. It
+// counts the exchanges of counted, the proxy of the job's store, if not nil.
+func (b *bench) run(ctx context.Context, j job, procs int, counted *redistest.Proxy) (res workerRun, err error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return res, err
@@ -197,7 +224,7 @@ func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err e
 		}
 	}()
 	for i := range procs {
-		j.Addr, j.Params, j.Proc = b.addr, b.p, i
+		j.Addr, j.Proc = b.addr, i
 		spec, _ := json.Marshal(j)
 		cmd := exec.CommandContext(ctx, exe)
 		cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
@@ -233,6 +260,10 @@ func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err e
 			stopProbe()
 		}
 	}()
+	var exchanges int64
+	if counted != nil {
+		exchanges = counted.Stats().Exchanges
+	}
 	start := time.Now()
 	for _, w := range workers {
 		if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
@@ -254,6 +285,9 @@ func (b *bench) run(ctx context.Context, j job, procs int) (res workerRun, err e
 	}
 	wg.Wait()
 	res.wall = time.Since(start)
+	if counted != nil {
+		res.exchanges = counted.Stats().Exchanges - exchanges
+	}
 	res.stall, res.rtt = stopProbe()
 	stopProbe = nil
 	if err := errors.Join(errs...); err != nil {

@@ -33,6 +33,11 @@ type Result struct {
 	// RTT is the median round trip of a PING through the proxy, sent
 	// every 10 ms during the run.
 	RTT time.Duration
+	// Store is the store of a row of the stores section ("" elsewhere), and
+	// Exchanges the request/response exchanges its proxy forwarded during
+	// the run: the round trips of the store's clients.
+	Store     string `json:",omitempty"`
+	Exchanges int64  `json:",omitempty"`
 }
 
 // contentionRounds runs p.Attempts acquires of p.Name in rounds of
@@ -77,5 +82,6 @@ func mergeContention(name string, p Params, run workerRun) Result {
 		Errors:        t.errors,
 		Stall:         run.stall,
 		RTT:           run.rtt,
+		Exchanges:     run.exchanges,
 	}
 }

@@ -16,9 +16,16 @@ type SoloResult struct {
 	RoundTrips int64
 	Mallocs    uint64 // heap allocations of the worker process during the run
 	Bytes      uint64 // bytes allocated
+	Mean       time.Duration
 	P50        time.Duration
 	P99        time.Duration
 	Errors     []string
+	// Store, Exchanges, Stall and RTT are set in the stores section: as
+	// Result's.
+	Store     string        `json:",omitempty"`
+	Exchanges int64         `json:",omitempty"`
+	Stall     time.Duration `json:",omitempty"`
+	RTT       time.Duration `json:",omitempty"`
 }
 
 // Per returns n per acquire+release.
@@ -27,6 +34,14 @@ func (r SoloResult) Per(n float64) float64 {
 		return 0
 	}
 	return n / float64(r.Ops)
+}
+
+// BeyondRoundTrips is the p50 of an acquire+release less its round trips
+// (the proxy's exchanges) at the median PING round trip of the run: what
+// the store's server and client take beyond the network. Zero outside the
+// stores section.
+func (r SoloResult) BeyondRoundTrips() time.Duration {
+	return r.P50 - time.Duration(r.Per(float64(r.Exchanges))*float64(r.RTT))
 }
 
 // solo acquires and releases p.SoloOps distinct names one after another,
@@ -71,9 +86,13 @@ func mergeSolo(name string, p Params, run workerRun) SoloResult {
 		Ops:        p.SoloOps,
 		Failed:     t.failed + t.releaseErrors,
 		RoundTrips: t.roundTrips,
+		Mean:       mean(t.waits),
 		P50:        percentile(t.waits, 50),
 		P99:        percentile(t.waits, 99),
 		Errors:     t.errors,
+		Exchanges:  run.exchanges,
+		Stall:      run.stall,
+		RTT:        run.rtt,
 	}
 	for _, r := range run.reports {
 		res.Mallocs += r.Mallocs

@@ -31,6 +31,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	if t := rep.TargetTable(); t != "" {
 		b.WriteString(t + "\n")
 	}
+	if len(rep.StoreSolo) > 0 || len(rep.StoreResults) > 0 {
+		b.WriteString(rep.StoresShape() + "\n\n" + rep.StoreTable() + "\n" + rep.StoreSoloTable() + "\n" + rep.StoreContentionTable() + "\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -407,4 +410,102 @@ func counters(c map[string]int64) string {
 		parts[i] = fmt.Sprintf("%s=%d", k, c[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// StoresShape describes the stores section.
+func (rep *Report) StoresShape() string {
+	p := rep.Params
+	return fmt.Sprintf("Uncontended: one process, one goroutine, %d acquires and releases of distinct names in turn. Contention: the contention experiment with %d processes × %d attempts in rounds of %d parallel acquires of %q (%d attempts per row), the same lock settings and critical section.",
+		p.StoreSoloOps, p.Procs, p.StoreAttempts, p.Goroutines, p.Name, p.Procs*p.StoreAttempts)
+}
+
+// StoreTable lists the stores that ran: their server's version, the server's
+// settings and the client.
+func (rep *Report) StoreTable() string {
+	var b strings.Builder
+	b.WriteString("| store | server | settings | client, reqlock store |\n|---|---|---|---|\n")
+	for _, r := range rep.StoreSolo {
+		k, _ := findStore(r.Store)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", k.Name, rep.StoreVersions[k.Name], k.Server, k.Client)
+	}
+	return b.String()
+}
+
+// StoreSoloTable is the stores section's uncontended table: one row per
+// store, its latency also as a ratio to the Redis reference row's and as
+// what it takes beyond its round trips.
+func (rep *Report) StoreSoloTable() string {
+	var ref *SoloResult
+	for i, r := range rep.StoreSolo {
+		if r.Store == RedisStore {
+			ref = &rep.StoreSolo[i]
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| store | round trips / acquire+release | client requests / acquire+release | acquire+release mean | p50 | p99 | p50 ÷ redis's | p50 beyond its round trips | failed |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.StoreSolo {
+		vs := "–"
+		if ref != nil && ref.P50 > 0 {
+			vs = fmt.Sprintf("%.2f×", float64(r.P50)/float64(ref.P50))
+		}
+		requests := "–"
+		if k, _ := findStore(r.Store); k.Requests != "" {
+			requests = fmt.Sprintf("%.2f", r.Per(float64(r.RoundTrips)))
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %s | %s | %s | %s | %d |\n",
+			r.Store, r.Per(float64(r.Exchanges)), requests, ms(r.Mean), ms(r.P50), ms(r.P99), vs, ms(r.BeyondRoundTrips()), r.Failed)
+	}
+	for _, r := range rep.StoreSolo {
+		errorNote(&b, r.Store, 0, r.Errors)
+	}
+	stalls := make([]string, len(rep.StoreSolo))
+	for i, r := range rep.StoreSolo {
+		stalls[i] = fmt.Sprintf("%s %s, %s", r.Store, msShort(r.Stall), ms2(r.RTT))
+	}
+	stallNote(&b, stalls)
+	return b.String()
+}
+
+// StoreResultOf returns the stores section's contention row of store with
+// setting.
+func (rep *Report) StoreResultOf(store, setting string) (Result, bool) {
+	for _, r := range rep.StoreResults {
+		if r.Store == store && r.Impl == setting {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
+// StoreContentionTable is the stores section's contention table: one row
+// per setting and store, wait p99 and wall time also as ratios to the Redis
+// reference row's of the same setting.
+func (rep *Report) StoreContentionTable() string {
+	var b strings.Builder
+	b.WriteString("| setting | store | succeeded | failed | overlaps | round trips / success | client requests / success | wait p50 | wait p99 | wall time | wait p99 ÷ redis's | wall time ÷ redis's |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.StoreResults {
+		p99, wall := "–", "–"
+		if ref, ok := rep.StoreResultOf(RedisStore, r.Impl); ok && ref.WaitP99 > 0 && ref.Wall > 0 {
+			p99 = fmt.Sprintf("%.2f×", float64(r.WaitP99)/float64(ref.WaitP99))
+			wall = fmt.Sprintf("%.2f×", float64(r.Wall)/float64(ref.Wall))
+		}
+		requests := "–"
+		if k, _ := findStore(r.Store); k.Requests != "" {
+			requests = ratio(r.RoundTrips, int64(r.Succeeded))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Impl, r.Store, r.Succeeded, r.Failed, r.Overlaps, ratio(r.Exchanges, int64(r.Succeeded)), requests,
+			ms(r.WaitP50), ms(r.WaitP99), seconds(r.Wall), p99, wall)
+	}
+	for _, r := range rep.StoreResults {
+		errorNote(&b, r.Store+", "+r.Impl, r.ReleaseErrors, r.Errors)
+	}
+	stalls := make([]string, len(rep.StoreResults))
+	for i, r := range rep.StoreResults {
+		stalls[i] = fmt.Sprintf("%s %s %s, %s", r.Store, r.Impl, msShort(r.Stall), ms2(r.RTT))
+	}
+	stallNote(&b, stalls)
+	return b.String()
 }

@@ -63,3 +63,15 @@ func percentile(sorted []time.Duration, q int) time.Duration {
 	rank := (q*len(sorted) + 99) / 100 // ceil(q/100 × n)
 	return sorted[max(rank, 1)-1]
 }
+
+// mean returns the average of d, 0 if empty.
+func mean(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return sum / time.Duration(len(d))
+}

@@ -206,10 +206,10 @@ func (rep *Report) bestPeer(metric func(Result) float64) (float64, string) {
 // it up: the critical sections of the other processes' rounds and of the
 // ones before it in its own round (two round trips each), a hand-over
 // between processes per other process (about one round trip: the release
-// script, then the grant message) and the extend of a granted lock at the
-// first local hand-over of its round (one).
+// script, then the grant message). A granted lock is passed on locally as
+// it is, and extended in the background.
 func (rep *Report) RoundFloor() int {
-	return 2*rep.RoundSections() + (rep.Params.Procs - 1) + 1
+	return 2*rep.RoundSections() + (rep.Params.Procs - 1)
 }
 
 // RoundSections is the critical sections the last of a round of the
@@ -235,10 +235,9 @@ func (rep *Report) ResultOf(name string) Result {
 
 // WallFloor is the fewest round trips in sequence the whole contention
 // experiment takes with the best setting: every critical section (two
-// each), and per round of a process a hand-over between processes and the
-// extend of the first local hand-over.
+// each), and per round of a process a hand-over between processes.
 func (rep *Report) WallFloor() int {
-	return 2*rep.Params.Procs*rep.Params.Attempts + 2*rep.Rounds()
+	return 2*rep.Params.Procs*rep.Params.Attempts + rep.Rounds()
 }
 
 // BestRTT is the round trip measured during the best setting's run of the

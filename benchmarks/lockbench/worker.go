@@ -35,6 +35,12 @@ type job struct {
 	// Goroutines is the level of the scaling scenario: goroutines per
 	// process.
 	Goroutines int `json:",omitempty"`
+	// Store, in the stores section, names the StoreKind the Locker keeps
+	// its locks in, and StoreAddr is the address of the proxy in front of
+	// its server. Addr stays the benchmark's Redis, for the critical
+	// section.
+	Store     string `json:",omitempty"`
+	StoreAddr string `json:",omitempty"`
 }
 
 // report is what a worker process sends back, as one line of JSON.
@@ -84,7 +90,24 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 	client.AddHook(rt)
 	critical := redis.NewClient(&redis.Options{Addr: j.Addr, ContextTimeoutEnabled: true})
 	defer critical.Close()
-	lock, err := impl.Open(&Env{Addr: j.Addr, Params: j.Params, Client: client, RoundTrips: rt})
+	ctx := context.Background()
+	env := &Env{Addr: j.Addr, Params: j.Params, Client: client, RoundTrips: rt}
+	if j.Store != "" {
+		kind, ok := findStore(j.Store)
+		if !ok {
+			return fmt.Errorf("unknown store %q", j.Store)
+		}
+		conn, err := kind.open(ctx, j.StoreAddr, rt)
+		if err != nil {
+			return fmt.Errorf("%s at %s: %w", j.Store, j.StoreAddr, err)
+		}
+		defer conn.close() // after the Lock's Close
+		env.Addr, env.Store = j.StoreAddr, conn.store
+		if conn.client != nil {
+			env.Client = conn.client
+		}
+	}
+	lock, err := impl.Open(env)
 	if err != nil {
 		return err
 	}
@@ -94,7 +117,6 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 
 	// Warm up outside the counts: as many connections dialled as the
 	// scenario runs goroutines, scripts loaded, code paths taken.
-	ctx := context.Background()
 	if err := warmUp(ctx, lock, j); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}

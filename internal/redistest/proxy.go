@@ -24,11 +24,12 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	delay    atomic.Int64 // nanoseconds, per chunk and direction
-	accepted atomic.Int64
-	refused  atomic.Int64
-	up       atomic.Int64 // bytes client → target
-	down     atomic.Int64 // bytes target → client
+	delay     atomic.Int64 // nanoseconds, per chunk and direction
+	accepted  atomic.Int64
+	refused   atomic.Int64
+	up        atomic.Int64 // bytes client → target
+	down      atomic.Int64 // bytes target → client
+	exchanges atomic.Int64 // request/response turns, see Stats.Exchanges
 
 	mu     sync.Mutex
 	mode   proxyMode
@@ -129,6 +130,15 @@ type Stats struct {
 	Active    int64 // connections open now
 	BytesUp   int64 // bytes forwarded from clients to the target
 	BytesDown int64 // bytes forwarded from the target to clients
+	// Exchanges counts the round trips the proxy saw, whatever the
+	// protocol: on each connection, a turn of the conversation in which the
+	// client sends bytes after the target has (or first). A request and its
+	// reply are one exchange, however many chunks each takes. Requests that
+	// a client sends on one connection before the replies come back
+	// (pipelined, or multiplexed from several goroutines) share an
+	// exchange; a request sent after a message pushed by the target (pub/sub,
+	// a watch event, a keep-alive) starts one.
+	Exchanges int64
 }
 
 // Stats returns the traffic counters.
@@ -142,6 +152,7 @@ func (p *Proxy) Stats() Stats {
 		Active:    active,
 		BytesUp:   p.up.Load(),
 		BytesDown: p.down.Load(),
+		Exchanges: p.exchanges.Load(),
 	}
 }
 
@@ -191,6 +202,10 @@ func (p *Proxy) accept() {
 type link struct {
 	client, server net.Conn
 	once           sync.Once
+	// clientSpoke is set when the client's bytes were the last to arrive,
+	// cleared when the target's were: a chunk from the client that finds
+	// it clear starts an exchange.
+	clientSpoke atomic.Bool
 }
 
 func (l *link) close() {
@@ -221,8 +236,8 @@ func (p *Proxy) serve(client net.Conn) {
 
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(l, server, client, &p.up) }()
-	go func() { defer wg.Done(); p.pipe(l, client, server, &p.down) }()
+	go func() { defer wg.Done(); p.pipe(l, server, client, true) }()
+	go func() { defer wg.Done(); p.pipe(l, client, server, false) }()
 	wg.Wait()
 	l.close()
 	p.mu.Lock()
@@ -238,7 +253,12 @@ type chunk struct {
 
 // pipe copies src to dst through a queue, so that each chunk waits out the
 // delay on its own while the next ones are read: latency, not throttling.
-func (p *Proxy) pipe(l *link, dst, src net.Conn, count *atomic.Int64) {
+// up is the client's direction.
+func (p *Proxy) pipe(l *link, dst, src net.Conn, up bool) {
+	count := &p.down
+	if up {
+		count = &p.up
+	}
 	queue := make(chan chunk, 256)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -267,6 +287,13 @@ func (p *Proxy) pipe(l *link, dst, src net.Conn, count *atomic.Int64) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if up {
+				if !l.clientSpoke.Swap(true) {
+					p.exchanges.Add(1)
+				}
+			} else {
+				l.clientSpoke.Store(false)
+			}
 			data := make([]byte, n)
 			copy(data, buf[:n])
 			queue <- chunk{data: data, due: time.Now().Add(time.Duration(p.delay.Load()))}

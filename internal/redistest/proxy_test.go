@@ -1,8 +1,10 @@
 package redistest_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -149,4 +151,67 @@ func TestProxyTargetDown(t *testing.T) {
 	}
 	_ = c.Close()
 	p.Close()
+}
+
+// The proxy counts request/response turns per connection: sequential
+// requests one each, requests sent before the replies came back one in all,
+// and a request after a pushed message one.
+func TestProxyExchanges(t *testing.T) {
+	leakCheck(t)
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	p.SetDelay(10 * time.Millisecond) // two requests written at once arrive before a reply
+	conn, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	send := func(cmds ...string) {
+		t.Helper()
+		for _, cmd := range cmds {
+			if _, err := conn.Write([]byte(cmd + "\r\n")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	expect := func(want string) {
+		t.Helper()
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, err := r.ReadString('\n')
+		if err != nil || line != want+"\r\n" {
+			t.Fatalf("read %q, %v; want %q", line, err, want)
+		}
+	}
+	exchanges := func(want int64) {
+		t.Helper()
+		if got := p.Stats().Exchanges; got != want {
+			t.Fatalf("%d exchanges, want %d", got, want)
+		}
+	}
+	for range 3 {
+		send("PING")
+		expect("+PONG")
+	}
+	exchanges(3)
+	send("PING", "PING") // pipelined: one turn
+	expect("+PONG")
+	expect("+PONG")
+	exchanges(4)
+	send("SUBSCRIBE ch")
+	for _, line := range []string{"*3", "$9", "subscribe", "$2", "ch", ":1"} {
+		expect(line)
+	}
+	if err := srv.Client(t).Publish(context.Background(), "ch", "m").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"*3", "$7", "message", "$2", "ch", "$1", "m"} {
+		expect(line)
+	}
+	exchanges(5) // the pushed message is no exchange of the client's
+	send("PING")
+	for _, line := range []string{"*2", "$4", "pong", "$0", ""} {
+		expect(line)
+	}
+	exchanges(6)
 }

@@ -1,9 +1,17 @@
 // Command compare runs every scenario of the benchmarks for reqlock and its
-// peers in one run, on a redis-server it starts behind a delaying proxy, and
-// prints the results as Markdown; with -write it regenerates README.md,
-// compare.png and scaling.png in the benchmarks directory from that run.
+// peers in one run, on a redis-server it starts behind a delaying proxy,
+// then reqlock on each of its stores (etcd, ZooKeeper, PostgreSQL, MariaDB,
+// memcached, Redis through go-redis and rueidis), whose servers it starts
+// too, and prints the results as Markdown; with -write it regenerates
+// README.md, compare.png and scaling.png in the benchmarks directory from
+// that run.
 //
 //	cd benchmarks && go run ./cmd/compare -write
+//
+// -stores runs the stores section alone, on the stores it names ("all" for
+// every one):
+//
+//	cd benchmarks && go run ./cmd/compare -stores all
 package main
 
 import (
@@ -23,10 +31,15 @@ func main() {
 	p := lockbench.DefaultParams()
 	p.RegisterFlags(flag.CommandLine)
 	impls := flag.String("impl", "", "comma-separated implementations to run (default all)")
-	scenarios := flag.String("scenarios", "all", "comma-separated scenarios to run: contention, hot, solo, scaling (-write needs all)")
+	scenarios := flag.String("scenarios", "all", "comma-separated scenarios to run: contention, hot, solo, scaling, stores (-write needs all); -stores without -scenarios runs the stores section alone")
 	write := flag.Bool("write", false, "write README.md, "+chartFile+" and "+scaleChartFile+" into -dir")
 	dir := flag.String("dir", ".", "the benchmarks directory, for -write")
 	flag.Parse()
+	set := make(map[string]bool)
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["stores"] && !set["scenarios"] {
+		*scenarios = "stores"
+	}
 	if err := run(p, *impls, *scenarios, *write, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
@@ -44,6 +57,9 @@ func run(p lockbench.Params, impls, scenarios string, write bool, dir string) er
 	}
 	if write && only != lockbench.AllScenarios {
 		return fmt.Errorf("-write regenerates the whole README: it needs every scenario")
+	}
+	if stores, _ := lockbench.LookupStores(p.Stores); write && len(stores) != len(lockbench.Stores) {
+		return fmt.Errorf("-write regenerates the whole README: it needs every store")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

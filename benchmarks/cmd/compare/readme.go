@@ -29,9 +29,12 @@ type readme struct {
 	Best       string
 	Fair       string
 	Impls      []lockbench.Impl
+	StoreKinds []lockbench.StoreKind
 	Versions   []module
-	Chart      string
-	ScaleChart string
+	// StoreClientVersions are the versions of the stores' clients.
+	StoreClientVersions []module
+	Chart               string
+	ScaleChart          string
 }
 
 // module is a dependency of the benchmarks and its version.
@@ -72,7 +75,7 @@ func writeReadme(w io.Writer, rep *lockbench.Report) error {
 	if err != nil {
 		return err
 	}
-	return t.Execute(w, readme{Report: rep, Best: lockbench.Best, Fair: lockbench.Fair, Impls: lockbench.Impls, Versions: versions(), Chart: chartFile, ScaleChart: scaleChartFile})
+	return t.Execute(w, readme{Report: rep, Best: lockbench.Best, Fair: lockbench.Fair, Impls: lockbench.Impls, StoreKinds: lockbench.Stores, Versions: versions(), StoreClientVersions: versions(storeClientModules...), Chart: chartFile, ScaleChart: scaleChartFile})
 }
 
 // minutes says how long d is, to the half minute.
@@ -92,14 +95,28 @@ func headroom(floor, limit time.Duration) string {
 	return fmt.Sprintf("nothing (it is %s below that floor)", lockbench.MsOf(floor-limit))
 }
 
-// versions reads the peers' versions from the binary's build information.
-func versions() []module {
+// storeClientModules are the stores' clients whose versions the README
+// states (go-redis and rueidis are among the peers').
+var storeClientModules = []string{
+	"go.etcd.io/etcd/client/v3",
+	"github.com/go-zookeeper/zk",
+	"github.com/jackc/pgx/v5",
+	"github.com/go-sql-driver/mysql",
+	"github.com/bradfitz/gomemcache",
+}
+
+// versions reads the versions of modules from the binary's build
+// information: the peers' by default.
+func versions(modules ...string) []module {
+	if len(modules) == 0 {
+		modules = peerModules
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return nil
 	}
 	var out []module
-	for _, path := range peerModules {
+	for _, path := range modules {
 		for _, dep := range info.Deps {
 			if dep.Path == path {
 				out = append(out, module{dep.Path, dep.Version})
