@@ -126,6 +126,11 @@ func openStore(ctx context.Context, cfg Config) (_ *lockStore, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.Store, err)
 		}
+		// Bound the pool: every waiting request holds a connection for one
+		// statement at a time, and a burst of them would otherwise open more
+		// connections than the server takes (PostgreSQL's max_connections is
+		// 100 by default), which the lock reports as a storage error (503).
+		db.SetMaxOpenConns(16)
 		ls.closers = append(ls.closers, func() { _ = db.Close() })
 		s, err := sqlstore.New(db)
 		if err != nil {
