@@ -240,7 +240,7 @@ func TestFairGrantToDeadWaiterIsFreedByPatience(t *testing.T) {
 func TestFairGrantIsExtendedToTheTTL(t *testing.T) {
 	name := uniq(t)
 	ctx := context.Background()
-	patience := 150 * time.Millisecond
+	patience := 600 * time.Millisecond
 	holder := newEnv(t, nil, core.WithFair())
 	waiter := newEnv(t, nil, core.WithFair(), core.WithFairPatience(patience), core.WithTTL(10*time.Second))
 	lease, err := holder.locker.Acquire(ctx, name)

@@ -205,17 +205,30 @@ func (n *notifier) subscriber() {
 			expiry.Reset(next)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.ioTimeout)
+		failed := false
 		for _, ps := range n.subs {
-			if len(add) > 0 {
-				_ = ps.Subscribe(ctx, add...)
+			if len(add) > 0 && ps.Subscribe(ctx, add...) != nil {
+				failed = true
 			}
 			if len(drop) > 0 {
 				_ = ps.Unsubscribe(ctx, drop...)
 			}
 		}
 		cancel()
+		if failed {
+			// A SUBSCRIBE that timed out on a live connection is not sent
+			// again by go-redis (it resubscribes on a reconnection only):
+			// try these channels again shortly.
+			for _, ch := range add {
+				delete(subscribed, ch)
+			}
+			expiry.Reset(retrySubscribe)
+		}
 	}
 }
+
+// retrySubscribe is how soon a failed SUBSCRIBE is sent again.
+const retrySubscribe = 100 * time.Millisecond
 
 // reader delivers the messages of one subscription to the waiters of their
 // channel. While Redis is unreachable it retries with a growing pause; the
