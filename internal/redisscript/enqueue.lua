@@ -15,16 +15,7 @@ local holder = redis.call("GET", KEYS[1])
 if holder == token then
   -- granted to us by a release (whose message we may have missed), or a
   -- re-sent call that took it
-  drop(token)
-  tidy()
-  local fence = 0
-  if fenced then
-    fence = tonumber(redis.call("GET", KEYS[2]) or "0")
-    if fence == 0 then
-      fence = draw(redis.call("PTTL", KEYS[1]) + grace)
-    end
-  end
-  return {1, fence, redis.call("PTTL", KEYS[1])}
+  return holding(token, fenced, grace)
 end
 local now = now_ms()
 if not holder then
@@ -41,23 +32,6 @@ if not holder then
   end
   grant(now, ARGV[5], grace)
 end
-redis.call("HSET", KEYS[4], token, (now + patience) .. " " .. ttl .. " " .. (fenced and "1" or "0") .. " " .. patience)
--- Our place is our member of the queue, not our entry: a queue that lost us
--- while our entry stayed (the two keys expired a moment apart, an eviction)
--- takes us back at the tail, instead of never granting us.
-if not redis.call("ZSCORE", KEYS[3], token) then
-  local last = redis.call("ZRANGE", KEYS[3], -1, -1, "WITHSCORES")[2]
-  redis.call("ZADD", KEYS[3], (tonumber(last) or 0) + 1, token)
-end
--- The queue's keys outlive the last live entry, so that nobody's poll finds
--- them gone, and vanish by themselves when every waiter is gone: both at the
--- same instant (PEXPIRE would read the clock once per key, and the two could
--- expire a millisecond apart). The instant is read after PTTL, so that a
--- script that the server's scheduling slowed down never shortens them.
-local keep = 2 * patience
-if redis.call("PTTL", KEYS[3]) < keep then
-  local at = now_ms() + keep
-  redis.call("PEXPIREAT", KEYS[3], at)
-  redis.call("PEXPIREAT", KEYS[4], at)
-end
+renew(token, ttl, patience, fenced, now)
+outlive(patience)
 return {0, 0, 0}

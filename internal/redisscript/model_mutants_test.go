@@ -13,12 +13,13 @@ import (
 )
 
 // TestModel drives the fair queue's scripts with seeded random schedules of
-// simulated waiters (arrivals, polls, releases, give-ups, crashes, stale
-// calls and time passing, with patience and TTLs of tens of ms), and checks
-// after every step that Redis agrees with the model and that the queue's
-// invariants hold. It runs a few fixed seeds and one fresh seed; a failure
-// prints its seed and the last steps (-model.seed reruns one seed: the
-// same choices, though not the same timings).
+// simulated waiters (arrivals, polls alone or in batches, releases,
+// give-ups, crashes, stale calls and time passing, with patience and TTLs
+// of tens of ms), and checks after every step that Redis agrees with the
+// model and that the queue's invariants hold. It runs a few fixed seeds and
+// one fresh seed; a failure prints its seed and the last steps
+// (-model.seed reruns one seed: the same choices, though not the same
+// timings).
 func TestModel(t *testing.T) {
 	c := newClient(t)
 	requireRedis7(t, c)
@@ -114,6 +115,20 @@ var mutants = []struct {
 		{`redis.call("PEXPIREAT", KEYS[4], at)`, ``}}},
 	{"a re-sent poll of the holder queues it", []replacement{
 		{`if holder == token then`, `if false then`}}},
+	{"a batch poll answers only the grants it makes", []replacement{
+		{"local now = now_ms()\nfor i = 5", "local now = now_ms()\nlocal held = holder\nfor i = 5"},
+		{`if ARGV[i] == holder then`, `if ARGV[i] == holder and holder ~= held then`}}},
+	{"a batch poll does not grant a free lock", []replacement{
+		{`holder = grant(now, ARGV[3], grace)`, `tidy()`}}},
+	{"a batch poll answers its waiter's place from 0", []replacement{
+		{`r[1] = (i - 3) / 2`, `r[1] = (i - 5) / 2`}}},
+	{"a batch poll that answers a holder does not renew the queue's keys", []replacement{
+		{"end\noutlive(patience)\nfor i = 5", "end\nfor i = 5"},
+		{"  end\nend\nreturn {0, 0, 0}", "  end\nend\noutlive(patience)\nreturn {0, 0, 0}"}}},
+	{"a batch poll answers no fence", []replacement{
+		{`holding(holder, fenced, grace)`, `holding(holder, false, grace)`}}},
+	{"a batch poll renews each waiter with the first one's TTL", []replacement{
+		{`renew(ARGV[i], tonumber(ARGV[i + 1])`, `renew(ARGV[i], tonumber(ARGV[6])`}}},
 }
 
 // mutated returns the real scripts with reps applied, and fails t if a
@@ -123,7 +138,7 @@ func mutated(t *testing.T, reps []replacement) scripts {
 	s := realScripts
 	for _, r := range reps {
 		n := 0
-		for _, text := range []*string{&s.enqueue, &s.release, &s.dequeue} {
+		for _, text := range []*string{&s.enqueue, &s.poll, &s.release, &s.dequeue} {
 			n += strings.Count(*text, r.old)
 			*text = strings.ReplaceAll(*text, r.old, r.new)
 		}

@@ -27,9 +27,9 @@ var (
 )
 
 // scripts are the scripts a run sends: the real ones, or mutants.
-type scripts struct{ enqueue, release, dequeue string }
+type scripts struct{ enqueue, poll, release, dequeue string }
 
-var realScripts = scripts{redisscript.Enqueue, redisscript.Release, redisscript.Dequeue}
+var realScripts = scripts{redisscript.Enqueue, redisscript.Poll, redisscript.Release, redisscript.Dequeue}
 
 // snapshotScript reads the state of a name at one instant: a script sees no
 // key expire while it runs, so that the lock, the queue and its entries are
@@ -52,6 +52,12 @@ const (
 	minTTL, maxTTL           = 20, 400
 	minPatience, maxPatience = 20, 100
 )
+
+// processes is how many processes the simulated waiters belong to (waiter
+// i to process i % processes). The waiters of a process share its patience
+// and fencing, as the waiters of one Locker do: a waiter that arrives while
+// another of its process is active takes that one's.
+const processes = 2
 
 // config is one run of the model test.
 type config struct {
@@ -93,6 +99,7 @@ type kind int
 const (
 	arrive       kind = iota // an idle waiter asks: its first enqueue
 	poll                     // a waiting waiter polls: enqueue again
+	batchPoll                // waiting waiters of one process poll together: poll.lua
 	repoll                   // a holder sends its enqueue again (a retry whose reply was lost)
 	release                  // a holder releases
 	giveUp                   // a waiting waiter gives up: dequeue
@@ -103,12 +110,13 @@ const (
 	kinds
 )
 
-var kindNames = [kinds]string{"arrive", "poll", "repoll", "release", "give up", "crash", "stale release", "stale dequeue", "advance"}
+var kindNames = [kinds]string{"arrive", "poll", "batch poll", "repoll", "release", "give up", "crash", "stale release", "stale dequeue", "advance"}
 
 // action is one step: its kind, its waiter or token, and its details.
 type action struct {
 	kind     kind
 	w        *waiter
+	batch    []*waiter // batch poll: its waiters, in the call's order
 	token    string
 	announce bool
 	sleep    time.Duration
@@ -219,10 +227,16 @@ func (r *run) pick() action {
 		}
 	}
 	// A grant that its waiter did not hear of is a race worth running
-	// often: the waiter gives up before its next poll would tell it.
+	// often: the waiter gives up before its next poll would tell it; or
+	// its process's next poll tells it.
 	for _, w := range waits {
-		if r.m.holder == w.token && r.rnd.IntN(4) == 0 {
-			return action{kind: giveUp, w: w}
+		if r.m.holder == w.token {
+			switch r.rnd.IntN(4) {
+			case 0:
+				return action{kind: giveUp, w: w}
+			case 1:
+				return action{kind: batchPoll, batch: r.batchOf(w, waits)}
+			}
 		}
 	}
 	var weights [kinds]int
@@ -230,7 +244,7 @@ func (r *run) pick() action {
 		weights[arrive] = 14
 	}
 	if len(waits) > 0 {
-		weights[poll], weights[giveUp] = 32, 10
+		weights[poll], weights[batchPoll], weights[giveUp] = 18, 18, 10
 	}
 	if len(holds) > 0 {
 		weights[release], weights[repoll] = 14, 4
@@ -259,6 +273,12 @@ func (r *run) pick() action {
 		w.patience = minPatience + r.rnd.Int64N(maxPatience-minPatience+1)
 		w.fenced = r.rnd.IntN(2) == 0
 		w.deaf = r.rnd.IntN(10) < 4
+		for _, x := range r.ws {
+			if x != w && x.state != idle && x.id%processes == w.id%processes {
+				w.patience, w.fenced = x.patience, x.fenced
+				break
+			}
+		}
 		w.state = waiting
 		a.w = w
 	case poll:
@@ -267,13 +287,19 @@ func (r *run) pick() action {
 		// from anyone, so that places die too.
 		a.w = one(waits)
 		if r.rnd.IntN(2) == 0 {
-			soonest := int64(-1)
-			for _, w := range waits {
-				if i := r.m.index(w.token); i >= 0 && (soonest < 0 || r.m.queue[i].deadline.lo < soonest) {
-					a.w, soonest = w, r.m.queue[i].deadline.lo
-				}
+			if w := r.soonest(waits); w != nil {
+				a.w = w
 			}
 		}
+	case batchPoll:
+		// Half the time, the process of the waiter whose place dies first.
+		w0 := one(waits)
+		if r.rnd.IntN(2) == 0 {
+			if w := r.soonest(waits); w != nil {
+				w0 = w
+			}
+		}
+		a.batch = r.batchOf(w0, waits)
 	case giveUp:
 		a.w = one(waits)
 	case release, repoll:
@@ -292,6 +318,35 @@ func (r *run) pick() action {
 		a.sleep = r.pause()
 	}
 	return a
+}
+
+// batchOf returns the waiters of a poll of w0's process, in a random
+// order: w0 and, half the time, all the process's other waiters of waits,
+// else some of them.
+func (r *run) batchOf(w0 *waiter, waits []*waiter) []*waiter {
+	var batch []*waiter
+	all := r.rnd.IntN(2) == 0
+	for _, w := range waits {
+		mine := w.id%processes == w0.id%processes && w.patience == w0.patience && w.fenced == w0.fenced
+		if w == w0 || (mine && (all || r.rnd.IntN(2) == 0)) {
+			batch = append(batch, w)
+		}
+	}
+	r.rnd.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
+	return batch
+}
+
+// soonest returns the waiter of ws whose place in the queue dies first, or
+// nil if none of them has one.
+func (r *run) soonest(ws []*waiter) *waiter {
+	var first *waiter
+	var at int64
+	for _, w := range ws {
+		if i := r.m.index(w.token); i >= 0 && (first == nil || r.m.queue[i].deadline.lo < at) {
+			first, at = w, r.m.queue[i].deadline.lo
+		}
+	}
+	return first
 }
 
 // pause draws how long time advances: mostly a few ms; often until just
@@ -329,7 +384,7 @@ func (r *run) pause() time.Duration {
 
 // call is a script call of a step.
 type call struct {
-	op     string // "enqueue", "release", "dequeue"
+	op     string // "enqueue", "poll", "release", "dequeue"
 	script string
 	args   []any
 }
@@ -348,6 +403,17 @@ func (r *run) callOf(a action) *call {
 			fenced = "1"
 		}
 		return &call{"enqueue", r.cfg.scripts.enqueue, []any{w.token, w.ttl, w.patience, fenced, channel, grace}}
+	case batchPoll:
+		w := a.batch[0] // the waiters of a batch share patience and fencing
+		fenced := "0"
+		if w.fenced {
+			fenced = "1"
+		}
+		args := []any{w.patience, fenced, channel, grace}
+		for _, x := range a.batch {
+			args = append(args, x.token, x.ttl)
+		}
+		return &call{"poll", r.cfg.scripts.poll, args}
 	case release:
 		return &call{"release", r.cfg.scripts.release, []any{a.w.token, channel, announce, grace}}
 	case giveUp:
@@ -510,6 +576,12 @@ func (r *run) follow(a action, op string, s snapshot, w span) *failure {
 		switch a.kind {
 		case arrive, poll, repoll:
 			out = m.enqueue(c, w, a.w.entry())
+		case batchPoll:
+			es := make([]entry, len(a.batch))
+			for i, x := range a.batch {
+				es[i] = x.entry()
+			}
+			out = m.poll(c, w, a.batch[0].patience, a.batch[0].fenced, es)
 		case release:
 			out = m.release(c, w, a.w.token, a.announce)
 		case staleRelease:
@@ -559,8 +631,24 @@ func (r *run) count(a action, op string, out outcome, m model) {
 			r.stats["takes"]++
 		}
 	}
+	if op == "poll" {
+		if len(a.batch) > 1 {
+			r.stats["batch polls of several"]++
+		}
+		if out.ok && r.m.holder == a.batch[out.index-1].token {
+			r.stats["grants found at a batch poll"]++
+		}
+		for _, x := range a.batch {
+			if x.token != r.m.holder && r.m.index(x.token) < 0 {
+				r.stats["queued by a batch poll"]++
+			}
+		}
+	}
 	if a.w != nil {
 		left[a.w.token] = true
+	}
+	for _, x := range a.batch {
+		left[x.token] = true
 	}
 	left[a.token] = true
 	for _, e := range r.m.queue {
@@ -584,6 +672,7 @@ func (r *run) invariants(a action, op string, pre model, s snapshot, w span) *fa
 		via   string
 	}
 	var news []holder
+	lines := linesOf(pre, a.batch, w)
 	for _, p := range s.msgs {
 		if p == "" {
 			continue // a release notice
@@ -592,22 +681,16 @@ func (r *run) invariants(a action, op string, pre model, s snapshot, w span) *fa
 		if err != nil {
 			return r.fail(checkGrantMsg, "%v", err)
 		}
-		i := pre.index(token)
-		if i < 0 {
-			return r.fail(checkOrder, "the lock was granted to %s, which was not in line", token)
-		}
-		e := pre.queue[i]
-		if want := min(e.ttl, e.patience); ttl != want {
-			return r.fail(checkGrantMsg, "the grant to %s lasts %d ms, want %d (the smaller of its TTL %d and its patience %d)",
-				token, ttl, want, e.ttl, e.patience)
-		}
 		if s.holder != token && s.tb+ttl > s.ts+slack {
 			return r.fail(checkGrantMsg, "a message granted the lock to %s, but the lock holds %q", token, s.holder)
 		}
-		if e.deadline.hi+slack <= w.lo {
-			return r.fail(checkOrder, "the lock was granted to %s, whose place died at %d (%d ms before the call)", token, e.deadline.hi, w.lo-e.deadline.hi)
+		var f *failure
+		for _, line := range lines {
+			if f = r.grantedFrom(line, token, ttl, w); f == nil {
+				break
+			}
 		}
-		if f := r.ahead(token, pre.queue[:i], w); f != nil {
+		if f != nil {
 			return f
 		}
 		news = append(news, holder{token, fence, "granted"})
@@ -633,7 +716,30 @@ func (r *run) invariants(a action, op string, pre model, s snapshot, w span) *fa
 				return f
 			}
 			news = append(news, holder{x.token, fence, "took"})
-		} else if had, ok := r.granted[x.token]; ok && fence != had && !(pre.expiry.lo-slack < w.hi && fence > r.lastFence) {
+		} else if had, ok := r.granted[x.token]; ok && fence != had {
+			if !(pre.expiry.lo-slack < w.hi && fence > r.lastFence) {
+				return r.fail(checkFence, "%s learnt at a poll that it holds the lock with fence %d, but it was given fence %d", x.token, fence, had)
+			}
+			// the lock expired just before the call, which took it anew
+			news = append(news, holder{x.token, fence, "took"})
+		}
+		x.state, x.until, x.fence = holding, s.tb+s.reply[2], fence
+	}
+	if op == "poll" && len(s.reply) == 3 && s.reply[0] >= 1 && s.reply[0] <= int64(len(a.batch)) {
+		x := a.batch[s.reply[0]-1]
+		fence := s.reply[1]
+		// The poll granted the lock to the waiter (and published it), or
+		// the waiter held it already (granted by a release, its message
+		// unheard) and the lock had not expired for sure.
+		known := pre.holder == x.token && pre.expiry.hi+slack >= w.lo
+		i := slices.IndexFunc(news, func(h holder) bool { return h.token == x.token })
+		switch had, ok := r.granted[x.token]; {
+		case i >= 0 && news[i].fence != fence:
+			return r.fail(checkFence, "the poll answered that %s holds the lock with fence %d, but its grant gave fence %d", x.token, fence, news[i].fence)
+		case i >= 0:
+		case !known:
+			return r.fail(checkHolder, "the poll answered that %s holds the lock, but it did not hold it and was not granted it", x.token)
+		case ok && fence != had:
 			return r.fail(checkFence, "%s learnt at a poll that it holds the lock with fence %d, but it was given fence %d", x.token, fence, had)
 		}
 		x.state, x.until, x.fence = holding, s.tb+s.reply[2], fence
@@ -663,6 +769,8 @@ func (r *run) invariants(a action, op string, pre model, s snapshot, w span) *fa
 			a.w.state = waiting
 			r.lastQueued = s.ts
 		}
+	case batchPoll:
+		r.lastQueued = s.ts // it renews the queue's keys, whatever it answers
 	case release, giveUp, crash:
 		r.old = append(r.old, a.w.token)
 		a.w.state = idle
@@ -685,9 +793,9 @@ func (r *run) invariants(a action, op string, pre model, s snapshot, w span) *fa
 	}
 
 	// A free name with a live waiter: after an enqueue (the caller takes
-	// the lock or someone ahead of it gets it), or a release or give-up
-	// that freed the lock, nobody alive waits for a free lock.
-	freed := op == "enqueue" || (op != "" && len(s.reply) == 1 && s.reply[0] == 1)
+	// the lock or someone ahead of it gets it), a batch poll, or a release
+	// or give-up that freed the lock, nobody alive waits for a free lock.
+	freed := op == "enqueue" || op == "poll" || (op != "" && len(s.reply) == 1 && s.reply[0] == 1)
 	expiring := pre.holder != "" && pre.expiry.lo-slack <= s.ts // may have expired after the call
 	if freed && s.holder == "" && len(news) == 0 && !expiring {
 		for _, token := range s.queue {
@@ -721,6 +829,56 @@ func (r *run) invariants(a action, op string, pre model, s snapshot, w span) *fa
 	return nil
 }
 
+// linesOf returns the lines that the grants of a call at w may see, from
+// the line pre: pre itself, but a batch poll renews its waiters first,
+// each in its place, or at the tail (in the call's order) when it has none,
+// as when the queue's keys expired before the call (which the window may
+// not tell).
+func linesOf(pre model, batch []*waiter, w span) [][]entry {
+	if len(batch) == 0 {
+		return [][]entry{pre.queue}
+	}
+	var lines [][]entry
+	renewed := func(queue []entry) []entry {
+		line := model{queue: slices.Clone(queue)}
+		for _, x := range batch {
+			e := x.entry()
+			e.deadline = w.plus(x.patience)
+			if i := line.index(x.token); i >= 0 {
+				line.queue[i] = e
+			} else {
+				line.queue = append(line.queue, e)
+			}
+		}
+		return line.queue
+	}
+	if len(pre.queue) > 0 && pre.keys.hi+slack >= w.lo { // the keys may be there
+		lines = append(lines, renewed(pre.queue))
+	}
+	if len(pre.queue) == 0 || pre.keys.lo-slack < w.hi { // they may be gone
+		lines = append(lines, renewed(nil))
+	}
+	return lines
+}
+
+// grantedFrom fails the step if a grant of the lock to token for ttl ms,
+// by a call at w, did not go to the first live waiter of line.
+func (r *run) grantedFrom(line []entry, token string, ttl int64, w span) *failure {
+	i := slices.IndexFunc(line, func(e entry) bool { return e.token == token })
+	if i < 0 {
+		return r.fail(checkOrder, "the lock was granted to %s, which was not in line", token)
+	}
+	e := line[i]
+	if want := min(e.ttl, e.patience); ttl != want {
+		return r.fail(checkGrantMsg, "the grant to %s lasts %d ms, want %d (the smaller of its TTL %d and its patience %d)",
+			token, ttl, want, e.ttl, e.patience)
+	}
+	if e.deadline.hi+slack <= w.lo {
+		return r.fail(checkOrder, "the lock was granted to %s, whose place died at %d (%d ms before the call)", token, e.deadline.hi, w.lo-e.deadline.hi)
+	}
+	return r.ahead(token, line[:i], w)
+}
+
 // ahead fails the step if a waiter ahead of token in line was alive for
 // sure while token got the lock.
 func (r *run) ahead(token string, ahead []entry, w span) *failure {
@@ -731,6 +889,15 @@ func (r *run) ahead(token string, ahead []entry, w span) *failure {
 		}
 	}
 	return nil
+}
+
+// tokensOf returns the tokens of ws.
+func tokensOf(ws []*waiter) []string {
+	t := make([]string, len(ws))
+	for i, w := range ws {
+		t[i] = w.token
+	}
+	return t
 }
 
 func (r *run) waiterOf(token string) *waiter {
@@ -751,6 +918,8 @@ func (r *run) log(a action, s snapshot) {
 		if a.kind == arrive {
 			what += fmt.Sprintf(" (ttl %d, patience %d, fenced %v, deaf %v)", a.w.ttl, a.w.patience, a.w.fenced, a.w.deaf)
 		}
+	case a.batch != nil:
+		what += fmt.Sprintf(" %s (patience %d, fenced %v)", strings.Join(tokensOf(a.batch), " "), a.batch[0].patience, a.batch[0].fenced)
 	case a.token != "":
 		what += " " + a.token
 	case a.kind == advance:

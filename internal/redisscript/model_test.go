@@ -8,9 +8,9 @@ import (
 )
 
 // This file is a reference model of the fair queue (queue.lua, enqueue.lua,
-// release.lua, dequeue.lua): what each call must do to the lock, its queue
-// and its fence counter, written from the scripts' contract rather than from
-// their code. model_run_test.go drives the real scripts and compares.
+// poll.lua, release.lua, dequeue.lua): what each call must do to the lock,
+// its queue and its fence counter, written from the scripts' contract
+// rather than from their code. model_run_test.go drives the real scripts and compares.
 //
 // Times are the server's clock in ms. The model never reads a clock: a call
 // is known to run at some moment of a window (the server's TIME before it,
@@ -164,9 +164,10 @@ func (g message) String() string {
 
 // outcome is what a call answers and publishes.
 type outcome struct {
-	ok     bool // holds (enqueue), or released (release, dequeue)
-	fenced bool // enqueue: the answer carries the counter as its fence
-	ttl    span // enqueue: the TTL answered, when ok
+	ok     bool // holds (enqueue, poll), or released (release, dequeue)
+	index  int  // poll: the holder's place among the call's waiters, from 1
+	fenced bool // enqueue, poll: the answer carries the counter as its fence
+	ttl    span // enqueue, poll: the TTL answered, when ok
 	drew   bool // a fence was drawn: the counter went up
 	msgs   []message
 }
@@ -240,6 +241,52 @@ func (m *model) enqueue(c *chooser, w span, e entry) outcome {
 		m.queue[i] = e
 	} else {
 		m.queue = append(m.queue, e)
+	}
+	return out
+}
+
+// poll is one process's poll for its waiters es, in the call's order, who
+// share patience and fenced: each but the holder renews its place (at the
+// tail if it has none), a free lock goes to the first live waiter, and the
+// answer is the place in es of the one that holds the lock, if any.
+func (m *model) poll(c *chooser, w span, patience int64, fenced bool, es []entry) outcome {
+	var out outcome
+	m.settle(c, w)
+	holder := m.holder
+	empty := len(m.queue) == 0
+	for _, e := range es {
+		if e.token == holder {
+			continue
+		}
+		e.patience, e.fenced, e.deadline = patience, fenced, w.plus(patience)
+		if i := m.index(e.token); i >= 0 {
+			m.queue[i] = e
+		} else {
+			m.queue = append(m.queue, e)
+		}
+	}
+	if holder == "" {
+		if first, ok := m.head(c, w); ok {
+			m.grant(first, w, &out)
+			holder = first.token
+		}
+	}
+	if len(m.queue) > 0 {
+		keep := w.plus(2 * patience)
+		if empty {
+			m.keys = keep
+		} else {
+			m.keys = later(m.keys, keep)
+		}
+	}
+	for i, e := range es {
+		if e.token == holder {
+			m.remove(holder)
+			out.ok, out.index, out.fenced = true, i+1, fenced
+			out.drew = out.drew || (fenced && m.fence == 0)
+			out.ttl = span{max(m.expiry.lo-w.hi, 0), m.expiry.hi - w.lo}
+			break
+		}
 	}
 	return out
 }
@@ -324,21 +371,25 @@ func parsedGrant(p string) (token string, fence, ttl int64, err error) {
 }
 
 // agree reports how the state Redis shows differs from the model's
-// prediction m and out of the call (op: "enqueue", "release", "dequeue" or
-// "" for none), or nil if it does not. fence is the counter before the call.
+// prediction m and out of the call (op: "enqueue", "poll", "release",
+// "dequeue" or "" for none), or nil if it does not. fence is the counter
+// before the call.
 func agree(op string, m model, out outcome, fence int64, s snapshot) error {
 	switch op {
-	case "enqueue":
+	case "enqueue", "poll":
 		want := []int64{0, 0, 0}
 		if out.ok {
 			want[0] = 1
+			if op == "poll" {
+				want[0] = int64(out.index)
+			}
 			if out.fenced {
 				want[1] = s.fence
 			}
 		}
 		if len(s.reply) != 3 || s.reply[0] != want[0] || s.reply[1] != want[1] ||
 			(out.ok && !out.ttl.has(s.reply[2])) || (!out.ok && s.reply[2] != 0) {
-			return fmt.Errorf("enqueue answered %v, want [%d %d %v]", s.reply, want[0], want[1], out.ttl)
+			return fmt.Errorf("%s answered %v, want [%d %d %v]", op, s.reply, want[0], want[1], out.ttl)
 		}
 	case "release", "dequeue":
 		want := int64(0)

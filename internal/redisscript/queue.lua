@@ -8,7 +8,8 @@
 -- server's clock in ms past which the entry is dead; ttl and patience in
 -- ms; fenced 1 or 0). All four share the lock's hash tag, hence its slot.
 --
--- A waiter renews its entry each time it polls (enqueue.lua): an entry whose
+-- A waiter renews its entry each time it polls (enqueue.lua, or poll.lua for
+-- all the waiters of a process at once): an entry whose
 -- waiter stopped polling for its patience is dead, and is dropped when it
 -- reaches the head. A lock granted to a waiter is set for the smaller of its
 -- TTL and its patience, so that a lock granted to a waiter that died is
@@ -83,3 +84,47 @@ local function grant(now, channel, grace)
   return token
 end
 
+
+-- holding answers a waiter that holds the lock (taken, or granted by a
+-- release): its entry goes, and it gets {1, fence, ttl left in ms}; its
+-- fence is the counter's, drawn now if the counter was lost.
+local function holding(token, fenced, grace)
+  drop(token)
+  tidy()
+  local fence = 0
+  if fenced then
+    fence = tonumber(redis.call("GET", KEYS[2]) or "0")
+    if fence == 0 then
+      fence = draw(redis.call("PTTL", KEYS[1]) + grace)
+    end
+  end
+  return {1, fence, redis.call("PTTL", KEYS[1])}
+end
+
+-- renew keeps token's place for patience ms past now. Our place is our
+-- member of the queue, not our entry: a queue that lost us while our entry
+-- stayed (the two keys expired a moment apart, an eviction) takes us back
+-- at the tail, instead of never granting us; so does one that dropped us as
+-- dead (we stalled past our patience).
+local function renew(token, ttl, patience, fenced, now)
+  redis.call("HSET", KEYS[4], token, (now + patience) .. " " .. ttl .. " " .. (fenced and "1" or "0") .. " " .. patience)
+  if not redis.call("ZSCORE", KEYS[3], token) then
+    local last = redis.call("ZRANGE", KEYS[3], -1, -1, "WITHSCORES")[2]
+    redis.call("ZADD", KEYS[3], (tonumber(last) or 0) + 1, token)
+  end
+end
+
+-- outlive makes the queue's keys outlive the last live entry, so that
+-- nobody's poll finds them gone, and vanish by themselves when every waiter
+-- is gone: both at the same instant (PEXPIRE would read the clock once per
+-- key, and the two could expire a millisecond apart). The instant is read
+-- after PTTL, so that a script that the server's scheduling slowed down
+-- never shortens them.
+local function outlive(patience)
+  local keep = 2 * patience
+  if redis.call("PTTL", KEYS[3]) < keep then
+    local at = now_ms() + keep
+    redis.call("PEXPIREAT", KEYS[3], at)
+    redis.call("PEXPIREAT", KEYS[4], at)
+  end
+end

@@ -8,6 +8,7 @@ package redisscript
 
 import (
 	_ "embed"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,8 @@ var (
 	enqueue string
 	//go:embed dequeue.lua
 	dequeue string
+	//go:embed poll.lua
+	poll string
 )
 
 // The scripts, each whole (with the libraries it uses). Acquire is the
@@ -48,6 +51,7 @@ var (
 	FenceFloor    = fenceFloor
 	Enqueue       = fenceLib + queueLib + enqueue
 	Dequeue       = fenceLib + queueLib + dequeue
+	Poll          = fenceLib + queueLib + poll
 )
 
 // FenceGrace is how long a fence counter outlives the lock it was last drawn
@@ -71,7 +75,7 @@ func QueueKey(key string) string { return key + ":queue" }
 // WaitersKey returns the entries of the fair queue's waiters (queue.lua).
 func WaitersKey(key string) string { return key + ":waiters" }
 
-// Keys returns the keys of the release, enqueue and dequeue scripts, in
+// Keys returns the keys of the release, enqueue, poll and dequeue scripts, in
 // their order: the lock, its fence counter, queue and entries.
 func Keys(key string) []string {
 	return []string{key, FenceKey(key), QueueKey(key), WaitersKey(key)}
@@ -93,4 +97,23 @@ func ParseGrant(payload string) (token string, fence int64, ttl time.Duration, o
 		return "", 0, 0, false
 	}
 	return token, fence, time.Duration(ms) * time.Millisecond, true
+}
+
+// Flag is a script's yes-or-no argument, such as whether to draw fences:
+// "1" or "0".
+func Flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// ParsePoll reads the reply of Poll for n waiters, {i, fence, ttl in ms}:
+// the index of the waiter that holds the lock (from 0), or -1 when none of
+// them does (i is 0 in the reply). Its error is for the caller to wrap.
+func ParsePoll(r []int64, n int) (i int, fence int64, ttl time.Duration, err error) {
+	if len(r) != 3 || r[0] < 0 || r[0] > int64(n) {
+		return -1, 0, 0, fmt.Errorf("unexpected reply %v", r)
+	}
+	return int(r[0] - 1), r[1], time.Duration(r[2]) * time.Millisecond, nil
 }
