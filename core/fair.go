@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -31,10 +32,11 @@ const DefaultFairPatience = time.Second
 // none. A waiter that misses the message learns of its grant at its next
 // poll.
 //
-// Waiters poll every third of their patience (WithFairPatience, default 1
-// s), which keeps their place alive: a waiter that stops polling (its
-// process died, or stalls) is skipped once its patience has passed, so a
-// dead waiter delays those behind it by about its patience. A lock granted
+// A Locker polls the store every third of the patience (WithFairPatience,
+// default 1 s) for all its waiters of a name, in one round trip, which
+// keeps their places alive: a waiter that stops polling (its process died,
+// or stalls) is skipped once its patience has passed, so a dead waiter
+// delays those behind it by about its patience. A lock granted
 // to a waiter is set for at most its patience at first, so that a lock
 // granted to a waiter that died is freed by the same bound, not by its TTL;
 // a live waiter extends it to its TTL when it holds it that long (at a third
@@ -55,9 +57,9 @@ func WithFair() Option {
 // WithFairPatience enables WithFair and sets how long a waiter's place in
 // the queue outlives its last poll (default DefaultFairPatience): the bound
 // on how long a dead waiter delays those behind it, and on how long a lock
-// granted to a dead waiter stays taken. Waiters poll three times per
-// patience, so a short patience costs more round trips while waiting. It
-// must be at least 30 ms.
+// granted to a dead waiter stays taken. A Locker polls three times per
+// patience for its waiters of a name, so a short patience costs more round
+// trips while waiting. It must be at least 30 ms.
 func WithFairPatience(d time.Duration) Option {
 	return func(c *config) {
 		c.fair = true
@@ -69,67 +71,74 @@ func WithFairPatience(d time.Duration) Option {
 const minFairPatience = 30 * time.Millisecond
 
 // waitInLine is spin for WithFair: queue in the store, wait for a grant (by
-// pub/sub, or found at a poll), give up at the deadline.
+// pub/sub, or found by the poll of the Locker's waiters of the key), give up
+// at the deadline.
 func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
-	patience := l.cfg.fairPatience
-	poll := patience / 3
 	// One token for the whole wait: it is the waiter's place in the queue.
 	// It is never used again after a failed call, whose clean-up the store
 	// may still be running in the background.
 	token := rand.Text()
-	var timer *time.Timer
-	var grants <-chan Grant
-	stop := func() {}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	req.Attempts++
+	sent := time.Now()
+	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
+	g, err := l.queuer.Enqueue(ioCtx, req.Key, token, req.TTL, l.cfg.fairPatience, l.cfg.fencing)
+	cancel()
+	if err != nil {
+		if cerr := callerErr(ctx); cerr != nil {
+			return nil, cerr
 		}
-		stop()
-	}()
+		return nil, l.storageErr("acquire", req.Name, err)
+	}
+	if g.OK {
+		return l.grantedLease(req, token, g, sent), nil
+	}
+	left := time.Until(req.Deadline)
+	if left <= 0 {
+		l.leaveLine(ctx, req, token)
+		return nil, l.timeoutErr(ctx, req)
+	}
+	timer := time.NewTimer(left)
+	defer timer.Stop()
+	grants, stop := l.queuer.Grants(req.Key, token)
+	defer stop()
+	w := l.lines.join(l, req.Key, token, req.TTL, sent)
+	gaveUp := func() {
+		req.Attempts += l.lines.leave(w)
+		l.leaveLine(ctx, req, token)
+	}
 	for {
-		if err := ctx.Err(); err != nil {
-			l.leaveLine(ctx, req, token)
-			return nil, err
-		}
-		req.Attempts++
-		sent := time.Now()
-		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-		g, err := l.queuer.Enqueue(ioCtx, req.Key, token, req.TTL, patience, l.cfg.fencing)
-		cancel()
-		if err != nil {
-			if cerr := callerErr(ctx); cerr != nil {
-				return nil, cerr
-			}
-			return nil, l.storageErr("acquire", req.Name, err)
-		}
-		if g.OK {
-			return l.grantedLease(req, token, g, sent), nil
-		}
-		left := time.Until(req.Deadline)
-		if left <= 0 {
-			l.leaveLine(ctx, req, token)
-			return nil, l.timeoutErr(ctx, req)
-		}
-		if timer == nil {
-			timer = time.NewTimer(min(poll, left))
-			grants, stop = l.queuer.Grants(req.Key, token)
-		} else {
-			timer.Reset(min(poll, left))
-		}
 		select {
 		case <-ctx.Done():
-			l.leaveLine(ctx, req, token)
+			gaveUp()
 			return nil, ctx.Err()
 		case <-timer.C:
-		case g := <-grants:
-			timer.Stop()
-			if g.OK {
-				// The grant came after our last poll found the name held,
-				// so after that poll was sent: the lock lives at least
-				// g.TTL from then, whenever the message arrived.
-				return l.grantedLease(req, token, g, sent), nil
+			gaveUp()
+			return nil, l.timeoutErr(ctx, req)
+		case p := <-w.polled:
+			if p.err != nil {
+				// The poll may have granted us the lock before it failed:
+				// leave the line as a waiter that gives up does.
+				gaveUp()
+				if cerr := callerErr(ctx); cerr != nil {
+					return nil, cerr
+				}
+				return nil, l.storageErr("acquire", req.Name, p.err)
 			}
-			// a poll request: a grant may have been missed
+			req.Attempts += l.lines.leave(w)
+			return l.grantedLease(req, token, p.grant, p.sent), nil
+		case g := <-grants:
+			if !g.OK { // a poll request: a grant may have been missed
+				w.line.kick()
+				continue
+			}
+			// The grant came after the last poll that found us waiting, so
+			// after that poll was sent: the lock lives at least g.TTL from
+			// then, whenever the message arrived.
+			req.Attempts += l.lines.leave(w)
+			return l.grantedLease(req, token, g, l.lines.since(w)), nil
 		}
 	}
 }
@@ -142,6 +151,171 @@ func (l *Locker) leaveLine(ctx context.Context, req *Request, token string) {
 	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
 	defer cancel()
 	_ = l.queuer.Dequeue(ioCtx, req.Key, token)
+}
+
+// lines are a Locker's fair waiters, by key. One goroutine per key with
+// waiters polls the store for all of them (Queuer.Poll), every third of the
+// patience and when a waiter asks (a grant may have been missed), and hands
+// the answer to the waiter it concerns.
+type lines struct {
+	mu sync.Mutex
+	m  map[string]*line
+}
+
+// line is the waiters of one key, and its poller's state.
+type line struct {
+	key      string
+	waiters  map[string]*inLine // by token
+	inFlight chan struct{}      // closed when the poll in flight returns; nil when none is
+	wake     chan struct{}      // a poll now, please
+	quit     chan struct{}      // closed when the last waiter left
+}
+
+// inLine is one waiter of a line.
+type inLine struct {
+	line  *line
+	token string
+	ttl   time.Duration
+	// last is when the last poll that found the waiter waiting was sent
+	// (its Enqueue to begin with); polls counts the polls that included it.
+	// Both are guarded by lines.mu.
+	last   time.Time
+	polls  int
+	polled chan polled // the grant or the error of a poll, once
+}
+
+// polled is a poll's answer to one waiter: the grant of a poll sent at
+// sent, or the poll's error.
+type polled struct {
+	grant Grant
+	sent  time.Time
+	err   error
+}
+
+// join adds the waiter of token, queued by an Enqueue sent at sent, to the
+// line of key, and starts the line's poller when it is the first.
+func (ls *lines) join(l *Locker, key, token string, ttl time.Duration, sent time.Time) *inLine {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ln := ls.m[key]
+	if ln == nil {
+		if ls.m == nil {
+			ls.m = make(map[string]*line)
+		}
+		ln = &line{key: key, waiters: make(map[string]*inLine), wake: make(chan struct{}, 1), quit: make(chan struct{})}
+		ls.m[key] = ln
+		go l.keepLine(ln)
+	}
+	w := &inLine{line: ln, token: token, ttl: ttl, last: sent, polled: make(chan polled, 1)}
+	ln.waiters[w.token] = w
+	return w
+}
+
+// leave takes w out of its line and returns the polls that included it,
+// once a poll in flight has returned: a poll that reached the store after
+// the waiter's Dequeue, or after the release of the lock it was granted,
+// would queue it again, a place nobody keeps alive.
+func (ls *lines) leave(w *inLine) int {
+	ls.mu.Lock()
+	ln := w.line
+	delete(ln.waiters, w.token)
+	if len(ln.waiters) == 0 && ls.m[ln.key] == ln {
+		delete(ls.m, ln.key)
+		close(ln.quit)
+	}
+	inFlight := ln.inFlight
+	ls.mu.Unlock()
+	if inFlight != nil {
+		<-inFlight
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return w.polls
+}
+
+// since returns when the last poll that found w waiting was sent.
+func (ls *lines) since(w *inLine) time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return w.last
+}
+
+// kick asks the line's poller for a poll now.
+func (ln *line) kick() {
+	select {
+	case ln.wake <- struct{}{}:
+	default:
+	}
+}
+
+// keepLine polls the store for the waiters of ln every third of the
+// patience, and when asked, until its last waiter leaves.
+func (l *Locker) keepLine(ln *line) {
+	t := time.NewTimer(l.cfg.fairPatience / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ln.quit:
+			return
+		case <-t.C:
+		case <-ln.wake:
+			t.Stop()
+		}
+		l.pollLine(ln)
+		t.Reset(l.cfg.fairPatience / 3)
+	}
+}
+
+// pollLine sends one poll for the waiters of ln and hands each its answer:
+// the grant to the one that holds the key, the error to all.
+func (l *Locker) pollLine(ln *line) {
+	ls := &l.lines
+	ls.mu.Lock()
+	ws := make([]*inLine, 0, len(ln.waiters))
+	places := make([]Waiter, 0, len(ln.waiters))
+	for _, w := range ln.waiters {
+		ws = append(ws, w)
+		places = append(places, Waiter{Token: w.token, TTL: w.ttl})
+	}
+	done := make(chan struct{})
+	ln.inFlight = done
+	ls.mu.Unlock()
+
+	var (
+		i    = -1
+		g    Grant
+		err  error
+		sent = time.Now()
+	)
+	if len(places) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.ioTimeout)
+		i, g, err = l.queuer.Poll(ctx, ln.key, places, l.cfg.fairPatience, l.cfg.fencing)
+		cancel()
+	}
+
+	ls.mu.Lock()
+	for j, w := range ws {
+		w.polls++
+		switch {
+		case err != nil:
+			w.answer(polled{err: err})
+		case j == i:
+			w.answer(polled{grant: g, sent: sent})
+		default:
+			w.last = sent
+		}
+	}
+	ln.inFlight = nil
+	ls.mu.Unlock()
+	close(done)
+}
+
+// answer gives w a poll's answer, unless it has one already.
+func (w *inLine) answer(p polled) {
+	select {
+	case w.polled <- p:
+	default:
+	}
 }
 
 // grantedLease is the lease of a waiter that holds req's name: taken at a

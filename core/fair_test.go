@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -412,4 +413,160 @@ func settled(rt *redistest.RoundTrips) int64 {
 		}
 	}
 	return last
+}
+
+// pollCounter is a Queuer that counts the calls of a Locker's waiters, and
+// fails every Poll with failPoll when it is set.
+type pollCounter struct {
+	core.Queuer
+	failPoll error
+
+	mu       sync.Mutex
+	enqueues int
+	dequeues int
+	polls    []int // the number of waiters of each Poll
+}
+
+func (q *pollCounter) Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (core.Grant, error) {
+	q.mu.Lock()
+	q.enqueues++
+	q.mu.Unlock()
+	return q.Queuer.Enqueue(ctx, key, token, ttl, patience, fenced)
+}
+
+func (q *pollCounter) Poll(ctx context.Context, key string, waiters []core.Waiter, patience time.Duration, fenced bool) (int, core.Grant, error) {
+	q.mu.Lock()
+	q.polls = append(q.polls, len(waiters))
+	q.mu.Unlock()
+	if q.failPoll != nil {
+		return -1, core.Grant{}, q.failPoll
+	}
+	return q.Queuer.Poll(ctx, key, waiters, patience, fenced)
+}
+
+func (q *pollCounter) Dequeue(ctx context.Context, key, token string) error {
+	q.mu.Lock()
+	q.dequeues++
+	q.mu.Unlock()
+	return q.Queuer.Dequeue(ctx, key, token)
+}
+
+// counts returns the Enqueues, the Polls with their waiters, and the
+// Dequeues so far.
+func (q *pollCounter) counts() (enqueues int, polls []int, dequeues int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.enqueues, append([]int(nil), q.polls...), q.dequeues
+}
+
+// TestFairPollsOncePerNameForAllWaiters: a Locker's waiters of one name
+// queue with one Enqueue each and are then kept in line by one Poll for
+// all of them per third of the patience, not one per waiter, well past
+// their patience; then each gets the lock in turn.
+func TestFairPollsOncePerNameForAllWaiters(t *testing.T) {
+	name := uniq(t)
+	ctx := context.Background()
+	holder := newEnv(t, nil, core.WithFair())
+	lease, err := holder.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const patience = 300 * time.Millisecond
+	store := core.NewRedisStore(holder.client)
+	t.Cleanup(func() { _ = store.(io.Closer).Close() }) // after the Locker's
+	q := &pollCounter{Queuer: store.(core.Queuer)}
+	l := core.NewWithStore(q, core.WithFairPatience(patience), core.WithWait(20*time.Second))
+	t.Cleanup(func() { _ = l.Close() })
+
+	const waiters = 6
+	var wg sync.WaitGroup
+	var o redistest.Overlap
+	errs := make(chan error, waiters)
+	for range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Acquire(ctx, name)
+			if err != nil {
+				errs <- err
+				return
+			}
+			exit := o.Enter()
+			time.Sleep(time.Millisecond)
+			exit()
+			errs <- lease.Release(ctx)
+		}()
+	}
+	waitQueued(t, holder, name, waiters)
+	_, before, _ := q.counts()
+	start := time.Now()
+	time.Sleep(4 * patience)
+	elapsed := time.Since(start)
+	enqueues, polls, _ := q.counts()
+	polls = polls[len(before):]
+	key, _ := holder.locker.Key(name)
+	if n := holder.client.ZCard(ctx, key+":queue").Val(); n != waiters {
+		t.Fatalf("%d waiters in line after %v, 4 patiences: want all %d kept alive by the Locker's polls", n, elapsed, waiters)
+	}
+	if enqueues != waiters {
+		t.Errorf("%d Enqueues for %d waiters, want one each", enqueues, waiters)
+	}
+	// One Poll per third of the patience at most (a timer), and one more
+	// for the subscription's confirmation; a Poll per waiter would be six
+	// times as many.
+	if limit := int(elapsed/(patience/3)) + 2; len(polls) == 0 || len(polls) > limit {
+		t.Errorf("%d Polls in %v with a patience of %v: want 1 to %d", len(polls), elapsed, patience, limit)
+	}
+	for _, n := range polls {
+		if n != waiters {
+			t.Errorf("a Poll for %d waiters, want all %d in each: %v", n, waiters, polls)
+			break
+		}
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if o.Overlaps() > 0 {
+		t.Errorf("%d overlaps", o.Overlaps())
+	}
+	assertNoQueue(t, holder, name)
+}
+
+// TestFairPollErrorEndsTheWaiters: a Poll that fails ends every waiter it
+// was for with a storage error that wraps the cause, and each leaves the
+// line (a Dequeue), since the Poll may have granted it the lock.
+func TestFairPollErrorEndsTheWaiters(t *testing.T) {
+	name := uniq(t)
+	ctx := context.Background()
+	holder := newEnv(t, nil, core.WithFair())
+	hold(t, holder, name)
+	boom := errors.New("boom")
+	store := core.NewRedisStore(holder.client)
+	t.Cleanup(func() { _ = store.(io.Closer).Close() }) // after the Locker's
+	q := &pollCounter{Queuer: store.(core.Queuer), failPoll: boom}
+	l := core.NewWithStore(q, core.WithFairPatience(90*time.Millisecond), core.WithWait(20*time.Second))
+	t.Cleanup(func() { _ = l.Close() })
+	const waiters = 3
+	errs := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			_, err := l.Acquire(ctx, name)
+			errs <- err
+		}()
+	}
+	for range waiters {
+		if err := <-errs; !errors.Is(err, core.ErrStorage) || !errors.Is(err, boom) {
+			t.Errorf("Acquire = %v, want ErrStorage wrapping the Poll's error", err)
+		}
+	}
+	if _, _, dequeues := q.counts(); dequeues != waiters {
+		t.Errorf("%d Dequeues for %d waiters that ended on a Poll's error", dequeues, waiters)
+	}
 }

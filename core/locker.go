@@ -34,6 +34,7 @@ type Locker struct {
 	owned  bool     // built by New or NewRedlock: Close closes the store
 	notify Notifier // WithNotify on a store that can push; nil otherwise
 	queuer Queuer   // WithFair; nil otherwise
+	lines  lines    // WithFair: the waiters, polled per key (fair.go)
 	// acquire and release are the Handler chain around take and unlock,
 	// composed once when the Locker is built.
 	acquire func(context.Context, *Request) error

@@ -28,6 +28,7 @@ var (
 	fenceFloorScript    = redis.NewScript(redisscript.FenceFloor)
 	enqueueScript       = newScript(redisscript.Enqueue)
 	dequeueScript       = redis.NewScript(redisscript.Dequeue)
+	pollScript          = redis.NewScript(redisscript.Poll)
 )
 
 // redisStore is the Store on one Redis deployment: a standalone server, a
@@ -80,7 +81,7 @@ type redisStore struct {
 func NewRedisStore(client redis.UniversalClient) Store {
 	s := &redisStore{client: client, cached: make(map[*redis.Script]*atomic.Bool), linger: DefaultNotifyLinger}
 	s.undos = newUndos(s)
-	for _, sc := range []*redis.Script{acquireScript.Script, acquireFencedScript, releaseScript.Script, extendScript, extendFencedScript, fenceFloorScript, enqueueScript.Script, dequeueScript} {
+	for _, sc := range []*redis.Script{acquireScript.Script, acquireFencedScript, releaseScript.Script, extendScript, extendFencedScript, fenceFloorScript, enqueueScript.Script, dequeueScript, pollScript} {
 		s.cached[sc] = new(atomic.Bool)
 	}
 	if c, ok := client.(interface{ ReloadState(context.Context) }); ok && client != nil && !isNilPointer(client) {
@@ -354,6 +355,28 @@ func enqueueArgs(key, token string, ttl, patience time.Duration, fenced bool) *c
 	a.put(key, channelSuffix)
 	a.add(fenceGraceArg)
 	return a
+}
+
+// Poll renews the places of waiters in key's queue and grants a free key to
+// its first live waiter (poll.lua, one round trip).
+func (s *redisStore) Poll(ctx context.Context, key string, waiters []Waiter, patience time.Duration, fenced bool) (int, Grant, error) {
+	args := make([]any, 0, 4+2*len(waiters))
+	args = append(args, patience.Milliseconds(), redisscript.Flag(fenced), channelOf(key), fenceGrace.Milliseconds())
+	for _, w := range waiters {
+		args = append(args, w.Token, w.TTL.Milliseconds())
+	}
+	r, err := s.run(ctx, pollScript, redisscript.Keys(key), args...).Int64Slice()
+	if err != nil {
+		return -1, Grant{}, s.failed(err)
+	}
+	i, fence, ttl, err := redisscript.ParsePoll(r, len(waiters))
+	if err != nil {
+		return -1, Grant{}, fmt.Errorf("reqlock: poll %s: %w", key, err)
+	}
+	if i < 0 {
+		return -1, Grant{}, nil
+	}
+	return i, Grant{OK: true, Fence: fence, TTL: ttl}, nil
 }
 
 // Dequeue takes token out of key's queue (dequeue.lua, one round trip);

@@ -82,9 +82,9 @@ type FenceRaiser interface {
 // sets key to the head waiter's token, with the TTL and fence the waiter
 // asked for when it queued, and tells it (Grants).
 //
-// A queue entry lives only while its waiter keeps calling Enqueue: patience
-// after its last call, the entry is dead, and a release or another waiter's
-// Enqueue skips it. A lock granted to a waiter is held for at most patience
+// A queue entry lives only while its waiter keeps calling Enqueue or Poll:
+// patience after its last call, the entry is dead, and a release or another
+// waiter's Enqueue skips it. A lock granted to a waiter is held for at most patience
 // at first (Grant.TTL), so that a lock granted to a waiter that died is
 // freed by the same bound; the Locker extends it to the lease's TTL when the
 // request holds it longer.
@@ -99,6 +99,16 @@ type Queuer interface {
 	// atomic step.
 	Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (Grant, error)
 
+	// Poll renews the places of waiters in key's queue, all of one Locker
+	// (one patience and one fencing setting), in one atomic step: each
+	// entry is renewed for patience, and a waiter that lost its place (it
+	// was skipped as dead) is queued again at the tail. Then a free key is
+	// granted to the first live waiter, one of these or not. It returns
+	// the index in waiters of the one that holds key with its grant, or
+	// -1. A Locker polls once per key for all its waiters, so that the
+	// round trips of waiting do not grow with their number.
+	Poll(ctx context.Context, key string, waiters []Waiter, patience time.Duration, fenced bool) (int, Grant, error)
+
 	// Dequeue takes token out of key's queue. If key was granted to token
 	// meanwhile, it releases it, and the next live waiter gets it: a grant
 	// is never lost with a waiter that gives up.
@@ -106,8 +116,15 @@ type Queuer interface {
 
 	// Grants returns a channel that receives token's grant of key when a
 	// release grants it, until stop is called. Messages may be lost (a
-	// dropped connection): the waiter's next Enqueue returns the grant.
+	// dropped connection): the waiter's next Poll returns the grant.
 	Grants(key, token string) (c <-chan Grant, stop func())
+}
+
+// Waiter is a waiter's place in a queue, as Queuer.Poll renews it: its
+// token and the TTL it asked for.
+type Waiter struct {
+	Token string
+	TTL   time.Duration
 }
 
 // Grant is the answer of a Queuer to a waiter.

@@ -93,7 +93,7 @@ var Impls = []Impl{
 	{Name: fmt.Sprintf("reqlock+hotspot+handoff%d+notify", HandoffK), Open: openReqlock([]core.Option{core.WithNotify()}, hotspot.WithCapacity(1000), hotspot.WithHandoff(HandoffK)),
 		Config: fmt.Sprintf("as reqlock+hotspot+handoff%d, with WithNotify()", HandoffK)},
 	{Name: "reqlock+fair", Open: openReqlock([]core.Option{core.WithFair()}),
-		Config: "as reqlock, with WithFair(): waiters queue in Redis in arrival order, a release grants the lock to the first waiter and tells it by pub/sub; waiters poll every third of their patience (1 s), and do not sleep"},
+		Config: "as reqlock, with WithFair(): waiters queue in Redis in arrival order, a release grants the lock to the first waiter and tells it by pub/sub; each process polls every third of the patience (1 s) for all its waiters of a name at once, and waiters do not sleep"},
 	{Name: Best, Open: openReqlock([]core.Option{core.WithFair()}, hotspot.WithCapacity(1000), hotspot.WithHandoff(HandoffK)),
 		Config: fmt.Sprintf("as reqlock+fair, with a hotspot Guard (capacity 1000) and WithHandoff(%d): one waiter per process queues in Redis", HandoffK)},
 }

@@ -215,6 +215,10 @@ func (q queue) Enqueue(ctx context.Context, key, token string, ttl, patience tim
 	return q.real().Enqueue(ctx, key, token, ttl, patience, fenced)
 }
 
+func (q queue) Poll(ctx context.Context, key string, waiters []core.Waiter, patience time.Duration, fenced bool) (int, core.Grant, error) {
+	return q.real().Poll(ctx, key, waiters, patience, fenced)
+}
+
 func (q queue) Dequeue(ctx context.Context, key, token string) error {
 	return q.real().Dequeue(ctx, key, token)
 }
@@ -252,18 +256,19 @@ func (s dequeueLeavesLine) Dequeue(ctx context.Context, key, token string) error
 		[]string{redisscript.QueueKey(key), redisscript.WaitersKey(key)}, token).Err()
 }
 
-// mutantQueue is a Queuer whose Enqueue, Release and Dequeue run the Redis
-// store's scripts with a deliberate bug in their text.
+// mutantQueue is a Queuer whose Enqueue, Release, Poll and Dequeue run the
+// Redis store's scripts with a deliberate bug in their text.
 type mutantQueue struct {
 	queue
-	enqueue, release, dequeue string
+	enqueue, release, poll, dequeue string
 }
 
-// mutant returns a Queuer on b whose scripts have old replaced by new.
+// mutant returns a Queuer on b whose scripts have old replaced by new (the
+// library queue.lua is in the enqueue, poll and dequeue scripts).
 func mutant(b base, old, new string) core.Store {
-	m := mutantQueue{queue: queue{b}, enqueue: redisscript.Enqueue, release: redisscript.Release, dequeue: redisscript.Dequeue}
+	m := mutantQueue{queue: queue{b}, enqueue: redisscript.Enqueue, release: redisscript.Release, poll: redisscript.Poll, dequeue: redisscript.Dequeue}
 	n := 0
-	for _, text := range []*string{&m.enqueue, &m.release, &m.dequeue} {
+	for _, text := range []*string{&m.enqueue, &m.release, &m.poll, &m.dequeue} {
 		n += strings.Count(*text, old)
 		*text = strings.ReplaceAll(*text, old, new)
 	}
@@ -294,8 +299,78 @@ func (m mutantQueue) Release(ctx context.Context, key, token string) (bool, erro
 	return n == 1, err
 }
 
+func (m mutantQueue) Poll(ctx context.Context, key string, waiters []core.Waiter, patience time.Duration, fenced bool) (int, core.Grant, error) {
+	args := []any{patience.Milliseconds(), redisscript.Flag(fenced), redisscript.Channel(key), redisscript.FenceGrace.Milliseconds()}
+	for _, w := range waiters {
+		args = append(args, w.Token, w.TTL.Milliseconds())
+	}
+	r, err := m.c.Eval(ctx, m.poll, redisscript.Keys(key), args...).Int64Slice()
+	if err != nil {
+		return -1, core.Grant{}, err
+	}
+	i, fence, ttl, err := redisscript.ParsePoll(r, len(waiters))
+	if err != nil || i < 0 {
+		return -1, core.Grant{}, err
+	}
+	return i, core.Grant{OK: true, Fence: fence, TTL: ttl}, nil
+}
+
 func (m mutantQueue) Dequeue(ctx context.Context, key, token string) error {
 	return m.c.Eval(ctx, m.dequeue, redisscript.Keys(key), token, redisscript.Channel(key), redisscript.FenceGrace.Milliseconds()).Err()
+}
+
+// pollsNothing is a Queuer whose Poll renews no place and reports no grant.
+type pollsNothing struct{ queue }
+
+func (pollsNothing) Poll(context.Context, string, []core.Waiter, time.Duration, bool) (int, core.Grant, error) {
+	return -1, core.Grant{}, nil
+}
+
+// pollsEveryone is a Queuer whose Poll renews every waiter in the queue,
+// listed or not: a waiter that stopped polling keeps its place.
+type pollsEveryone struct{ queue }
+
+func (q pollsEveryone) Poll(ctx context.Context, key string, waiters []core.Waiter, patience time.Duration, fenced bool) (int, core.Grant, error) {
+	members, err := q.c.ZRange(ctx, redisscript.QueueKey(key), 0, -1).Result()
+	if err != nil {
+		return -1, core.Grant{}, err
+	}
+	all := slices.Clone(waiters)
+	for _, m := range members {
+		if !slices.ContainsFunc(waiters, func(w core.Waiter) bool { return w.Token == m }) {
+			all = append(all, core.Waiter{Token: m, TTL: patience})
+		}
+	}
+	i, g, err := q.real().Poll(ctx, key, all, patience, fenced)
+	if i >= len(waiters) {
+		return -1, core.Grant{}, err
+	}
+	return i, g, err
+}
+
+// pollTTLAsked is a Queuer whose Poll reports a grant as lasting the TTL
+// the waiter asked for, not what is left of it.
+type pollTTLAsked struct{ queue }
+
+func (q pollTTLAsked) Poll(ctx context.Context, key string, waiters []core.Waiter, patience time.Duration, fenced bool) (int, core.Grant, error) {
+	i, g, err := q.real().Poll(ctx, key, waiters, patience, fenced)
+	if i >= 0 {
+		g.TTL = waiters[i].TTL
+	}
+	return i, g, err
+}
+
+// pollRequeuesAtHead is a Queuer whose Poll takes a waiter that lost its
+// place back at the head of the queue, not at the tail.
+type pollRequeuesAtHead struct{ queue }
+
+func (q pollRequeuesAtHead) Poll(ctx context.Context, key string, waiters []core.Waiter, patience time.Duration, fenced bool) (int, core.Grant, error) {
+	for _, w := range waiters {
+		if err := q.c.ZAddNX(ctx, redisscript.QueueKey(key), redis.Z{Score: 0, Member: w.Token}).Err(); err != nil {
+			return -1, core.Grant{}, err
+		}
+	}
+	return q.real().Poll(ctx, key, waiters, patience, fenced)
 }
 
 // brokenCase is a store that breaks property, described by store, and a
@@ -460,6 +535,63 @@ var brokenCases = []brokenCase{
 			return mutant(b, `local ttl = math.min(e.ttl, e.patience)`, `local ttl = e.ttl`)
 		},
 		want: "not its TTL",
+	},
+	{
+		property: "QueuerPollKeepsPlaces", store: "Poll renews nothing",
+		wrap: func(b base) core.Store { return pollsNothing{queue{b}} },
+		want: "Poll did not keep their places",
+	},
+	{
+		property: "QueuerPollKeepsPlaces", store: "Poll renews every waiter in the queue",
+		wrap: func(b base) core.Store { return pollsEveryone{queue{b}} },
+		want: "Poll must renew only the waiters it lists",
+	},
+	{
+		property: "QueuerPollReportsAGrant", store: "Poll reports the index before the holder's",
+		wrap: func(b base) core.Store {
+			return mutant(b, `r[1] = (i - 3) / 2`, `r[1] = (i - 5) / 2`)
+		},
+		want: "returned index 0: want 1",
+	},
+	{
+		property: "QueuerPollReportsAGrant", store: "Poll reports a grant without its fence",
+		wrap: func(b base) core.Store {
+			return mutant(b, `local r = holding(holder, fenced, grace)`, `local r = holding(holder, false, grace)`)
+		},
+		want: "with fence 0",
+	},
+	{
+		property: "QueuerPollReportsAGrant", store: "Poll reports the TTL asked for",
+		wrap: func(b base) core.Store { return pollTTLAsked{queue{b}} },
+		want: "at most the patience",
+	},
+	{
+		property: "QueuerPollGrantsAFreeKey", store: "Poll never grants a free key",
+		wrap: func(b base) core.Store {
+			return mutant(b, `holder = grant(now, ARGV[3], grace)`, `holder = nil`)
+		},
+		want: "Poll must grant a free key to the first live waiter",
+	},
+	{
+		property: "QueuerPollGrantsAFreeKey", store: "Poll grants a free key to the first waiter it lists",
+		wrap: func(b base) core.Store {
+			return mutant(b, `holder = grant(now, ARGV[3], grace)`,
+				`redis.call("SET", KEYS[1], ARGV[5], "PX", ARGV[6]) redis.call("ZREM", KEYS[3], ARGV[5]) holder = ARGV[5]`)
+		},
+		want: "granted it to the second",
+	},
+	{
+		property: "QueuerPollRequeuesALostWaiter", store: "Poll renews only the waiters still in line",
+		wrap: func(b base) core.Store {
+			return mutant(b, `renew(ARGV[i], tonumber(ARGV[i + 1]), patience, fenced, now)`,
+				`if redis.call("ZSCORE", KEYS[3], ARGV[i]) then renew(ARGV[i], tonumber(ARGV[i + 1]), patience, fenced, now) end`)
+		},
+		want: "Poll did not queue it again",
+	},
+	{
+		property: "QueuerPollRequeuesALostWaiter", store: "Poll takes a lost waiter back at the head",
+		wrap: func(b base) core.Store { return pollRequeuesAtHead{queue{b}} },
+		want: "before a waiter that queued after it",
 	},
 }
 

@@ -54,7 +54,12 @@
 //     grant passes the key to the next; QueuerSkipsDeadWaiters and
 //     QueuerGrantToDeadWaiterExpires, a waiter that stopped polling is
 //     skipped once its patience has passed, and a key granted to it is free
-//     again after its patience, not its TTL.
+//     again after its patience, not its TTL; QueuerPollKeepsPlaces, Poll
+//     keeps the places of the waiters it lists, and only theirs;
+//     QueuerPollReportsAGrant, Poll reports a grant a release made (its
+//     message may be lost); QueuerPollGrantsAFreeKey, Poll grants a free key
+//     to the first live waiter, listed or not; QueuerPollRequeuesALostWaiter,
+//     Poll queues a waiter that lost its place again at the tail.
 //
 // The suite takes a few seconds with a store that counts milliseconds
 // (most of it waiting for TTLs to run out), and longer with a coarser

@@ -35,6 +35,10 @@ var properties = []property{
 	{"QueuerGiveUpPassesTheGrantOn", queuerGiveUpPassesTheGrantOn},
 	{"QueuerSkipsDeadWaiters", queuerSkipsDeadWaiters},
 	{"QueuerGrantToDeadWaiterExpires", queuerGrantToDeadWaiterExpires},
+	{"QueuerPollKeepsPlaces", queuerPollKeepsPlaces},
+	{"QueuerPollReportsAGrant", queuerPollReportsAGrant},
+	{"QueuerPollGrantsAFreeKey", queuerPollGrantsAFreeKey},
+	{"QueuerPollRequeuesALostWaiter", queuerPollRequeuesALostWaiter},
 }
 
 // overlap detects broken mutual exclusion directly: each holder calls enter

@@ -62,6 +62,7 @@ const (
 	fenceFloorScript
 	enqueueScript
 	dequeueScript
+	pollScript
 	numScripts
 )
 
@@ -77,6 +78,7 @@ var scripts = [numScripts]struct {
 	fenceFloorScript:    {redisscript.FenceFloor, rueidis.NewLuaScript(redisscript.FenceFloor)},
 	enqueueScript:       {redisscript.Enqueue, rueidis.NewLuaScript(redisscript.Enqueue)},
 	dequeueScript:       {redisscript.Dequeue, rueidis.NewLuaScript(redisscript.Dequeue)},
+	pollScript:          {redisscript.Poll, rueidis.NewLuaScript(redisscript.Poll)},
 }
 
 // releaseSHA is the SHA-1 of release.lua, for EVALSHA in a pipeline.
@@ -259,12 +261,8 @@ func (s *Store) Watch(key string) (<-chan struct{}, func()) {
 // the background); a place in the queue it may have left dies after
 // patience.
 func (s *Store) Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (core.Grant, error) {
-	f := "0"
-	if fenced {
-		f = "1"
-	}
 	sent := time.Now()
-	r, err := s.run(ctx, enqueueScript, redisscript.Keys(key), token, ms(ttl), ms(patience), f, redisscript.Channel(key), ms(redisscript.FenceGrace)).AsIntSlice()
+	r, err := s.run(ctx, enqueueScript, redisscript.Keys(key), token, ms(ttl), ms(patience), redisscript.Flag(fenced), redisscript.Channel(key), ms(redisscript.FenceGrace)).AsIntSlice()
 	if err != nil {
 		if mayHaveApplied(err) {
 			s.undo(ctx, key, token, ttl, sent)
@@ -275,6 +273,29 @@ func (s *Store) Enqueue(ctx context.Context, key, token string, ttl, patience ti
 		return core.Grant{}, fmt.Errorf("rueidisstore: enqueue %s: unexpected reply %v", key, r)
 	}
 	return core.Grant{OK: r[0] == 1, Fence: r[1], TTL: time.Duration(r[2]) * time.Millisecond}, nil
+}
+
+// Poll renews the places of waiters in key's queue and grants a free key to
+// its first live waiter (poll.lua, one round trip), as the go-redis
+// store's.
+func (s *Store) Poll(ctx context.Context, key string, waiters []core.Waiter, patience time.Duration, fenced bool) (int, core.Grant, error) {
+	args := make([]string, 0, 4+2*len(waiters))
+	args = append(args, ms(patience), redisscript.Flag(fenced), redisscript.Channel(key), ms(redisscript.FenceGrace))
+	for _, w := range waiters {
+		args = append(args, w.Token, ms(w.TTL))
+	}
+	r, err := s.run(ctx, pollScript, redisscript.Keys(key), args...).AsIntSlice()
+	if err != nil {
+		return -1, core.Grant{}, fmt.Errorf("rueidisstore: poll %s: %w", key, err)
+	}
+	i, fence, ttl, err := redisscript.ParsePoll(r, len(waiters))
+	if err != nil {
+		return -1, core.Grant{}, fmt.Errorf("rueidisstore: poll %s: %w", key, err)
+	}
+	if i < 0 {
+		return -1, core.Grant{}, nil
+	}
+	return i, core.Grant{OK: true, Fence: fence, TTL: ttl}, nil
 }
 
 // Dequeue takes token out of key's queue (dequeue.lua, one round trip); a

@@ -49,7 +49,8 @@
 //
 // The store is a core.Queuer, for core.WithFair: the children of a key's
 // parent node are a queue in arrival order already. A waiter keeps its
-// node between polls (Enqueue) and renews it at each; its node's TTL is
+// node between polls (Enqueue, then Poll for all the waiters of a Locker
+// and key, one after the other) and renews it at each; its node's TTL is
 // its patience, so that a waiter that stops polling is dead after its
 // patience and the contender behind it deletes its node. A release
 // deletes the holder's node; ZooKeeper tells the waiter right behind it,
@@ -75,7 +76,7 @@
 // the holder, delete its own node), and leaves nothing behind. Watch (push
 // wake-ups for core.WithNotify) sets one data watch on the holder's node
 // per key and process. A queued waiter's poll takes two round trips (renew
-// and list, pipelined; read the lowest node), a grant one after the
+// and list, pipelined; read the lowest node) per waiter, a grant one after the
 // release's watch event, and a waiter's Dequeue one.
 //
 // # Limits

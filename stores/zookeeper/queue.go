@@ -123,6 +123,24 @@ func (s *Store) Enqueue(ctx context.Context, key, token string, ttl, patience ti
 	}
 }
 
+// Poll is Enqueue for each of waiters, one after the other (ZooKeeper has
+// no scripts; each waiter's renewal is its own SetData): it renews every
+// waiter's node and reports the one whose node is the lowest, which holds
+// the lock. It stops at the first error.
+func (s *Store) Poll(ctx context.Context, key string, waiters []core.Waiter, patience time.Duration, fenced bool) (int, core.Grant, error) {
+	held, grant := -1, core.Grant{}
+	for i, w := range waiters {
+		g, err := s.Enqueue(ctx, key, w.Token, w.TTL, patience, fenced)
+		if err != nil {
+			return -1, core.Grant{}, err
+		}
+		if g.OK && held < 0 {
+			held, grant = i, g
+		}
+	}
+	return held, grant, nil
+}
+
 // Dequeue deletes the waiter's node: it leaves the queue, and if a release
 // had granted it the lock, the deletion releases it, and ZooKeeper wakes
 // the waiter behind. One round trip; a Dequeue that fails is retried in
