@@ -2,9 +2,10 @@
 // before their waiter was listening: a grant can be published between the
 // poll that queued a waiter and the moment the waiter registers for its
 // grants, on a channel the process is subscribed to already. The Redis
-// clients' notifiers (core's go-redis store, stores/rueidis) keep such a
-// grant here, and give it to the waiter when it registers, instead of
-// leaving the waiter to find it at its next poll.
+// clients' notifiers (core's go-redis store, stores/rueidis), through
+// internal/pubsub's registry, keep such a grant here, and give it to the
+// waiter when it registers, instead of leaving the waiter to find it at its
+// next poll.
 package unclaimed
 
 import "time"
@@ -18,8 +19,8 @@ const (
 )
 
 // Grants maps waiters' tokens to the grants heard for them. The zero value
-// is ready to use; it is not safe for concurrent use (the notifiers hold
-// their lock).
+// is ready to use; it is not safe for concurrent use (the registry holds
+// its lock).
 type Grants[G any] struct {
 	m map[string]kept[G]
 }
