@@ -2,18 +2,17 @@ package etcdstore_test
 
 import (
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
 	"github.com/reqlock/reqlock/internal/servers"
+	"github.com/reqlock/reqlock/internal/testmain"
 	etcdstore "github.com/reqlock/reqlock/stores/etcd"
 )
 
@@ -25,28 +24,20 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	if shared, err = servers.Launch(servers.EtcdSpec()); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	etcdAddr = shared.Addr()
-	code := m.Run()
-	shared.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
+	testmain.Run(m, func() (func(), error) {
+		var err error
+		if shared, err = servers.Launch(servers.EtcdSpec()); err != nil {
+			return nil, err
 		}
-	}
-	os.Exit(code)
+		etcdAddr = shared.Addr()
+		return shared.Close, nil
+	})
 }
 
 // leakCheck fails the test if it leaves goroutines behind. Call it first, so
 // that it runs after the test's other clean-ups.
 func leakCheck(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	testmain.LeakCheck(t)
 }
 
 // clientConfig is the configuration of a test client of addr: a short dial

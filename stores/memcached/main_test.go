@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
-	"go.uber.org/goleak"
 
 	"github.com/reqlock/reqlock/internal/servers"
+	"github.com/reqlock/reqlock/internal/testmain"
 	memcachedstore "github.com/reqlock/reqlock/stores/memcached"
 )
 
@@ -24,28 +23,20 @@ var shared *servers.Process
 var memcachedAddr = "127.0.0.1:11211"
 
 func TestMain(m *testing.M) {
-	var err error
-	if shared, err = servers.Launch(servers.MemcachedSpec("-m", "64")); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	memcachedAddr = shared.Addr()
-	code := m.Run()
-	shared.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
+	testmain.Run(m, func() (func(), error) {
+		var err error
+		if shared, err = servers.Launch(servers.MemcachedSpec("-m", "64")); err != nil {
+			return nil, err
 		}
-	}
-	os.Exit(code)
+		memcachedAddr = shared.Addr()
+		return shared.Close, nil
+	})
 }
 
 // leakCheck fails the test if it leaves goroutines behind. Call it first,
 // so that it runs after the test's other clean-ups.
 func leakCheck(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	testmain.LeakCheck(t)
 }
 
 var seq atomic.Int64

@@ -3,7 +3,6 @@ package rueidisstore_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/internal/testmain"
 	rueidisstore "github.com/reqlock/reqlock/stores/rueidis"
 )
 
@@ -31,21 +31,14 @@ func (quiet) Printf(context.Context, string, ...interface{}) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
-	var err error
-	if shared, err = redistest.Launch(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	redisAddr = shared.Addr()
-	code := m.Run()
-	shared.Close()
-	if code == 0 {
-		if err := goleak.Find(rueidisRefresh); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
+	testmain.Run(m, func() (func(), error) {
+		var err error
+		if shared, err = redistest.Launch(); err != nil {
+			return nil, err
 		}
-	}
-	os.Exit(code)
+		redisAddr = shared.Addr()
+		return shared.Close, nil
+	}, rueidisRefresh)
 }
 
 // rueidisRefresh is the goroutine of a rueidis cluster client that waits
@@ -56,8 +49,7 @@ var rueidisRefresh = goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).
 // leakCheck fails the test if it leaves goroutines behind. Call it first,
 // so that it runs after the test's other clean-ups.
 func leakCheck(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, before, rueidisRefresh) })
+	testmain.LeakCheck(t, rueidisRefresh)
 }
 
 var seq atomic.Int64

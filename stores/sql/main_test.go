@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,9 +13,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-	"go.uber.org/goleak"
 
 	"github.com/reqlock/reqlock/internal/servers"
+	"github.com/reqlock/reqlock/internal/testmain"
 	sqlstore "github.com/reqlock/reqlock/stores/sql"
 )
 
@@ -39,30 +38,23 @@ func (quiet) Print(...any) {}
 
 func TestMain(m *testing.M) {
 	_ = mysql.SetLogger(quiet{})
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testmain.Run(m, start)
 }
 
-func run(m *testing.M) (int, error) {
-	var err error
+// start launches PostgreSQL and MariaDB, and makes the tests' database and
+// table on both; stop stops both.
+func start() (stop func(), err error) {
+	defer func() {
+		if err != nil {
+			stopAll()
+		}
+	}()
 	if pgServer, err = servers.Launch(servers.PostgresSpec()); err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer pgServer.Close()
 	if myServer, err = servers.Launch(servers.MariaDBSpec()); err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer myServer.Close()
 	pgURL = servers.PostgresURL(pgServer.Addr())
 	myDSN = mysqlDSN(myServer.Addr(), "")
 
@@ -70,29 +62,38 @@ func run(m *testing.M) (int, error) {
 	ctx := context.Background()
 	root, err := sql.Open("mysql", servers.MariaDBUser+"@tcp("+myServer.Addr()+")/")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	_, err = root.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+myDatabase)
 	root.Close()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	for _, dsn := range []struct{ driver, dsn string }{{"pgx", pgURL}, {"mysql", myDSN}} {
-		db, err := sql.Open(dsn.driver, dsn.dsn)
-		if err != nil {
-			return 0, err
+		var db *sql.DB
+		if db, err = sql.Open(dsn.driver, dsn.dsn); err != nil {
+			return nil, err
 		}
-		s, err := sqlstore.New(db)
-		if err == nil {
+		var s *sqlstore.Store
+		if s, err = sqlstore.New(db); err == nil {
 			err = s.CreateTable(ctx)
 			s.Close()
 		}
 		db.Close()
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	return m.Run(), nil
+	return stopAll, nil
+}
+
+// stopAll stops the servers that were launched.
+func stopAll() {
+	for _, p := range []*servers.Process{pgServer, myServer} {
+		if p != nil {
+			p.Close()
+		}
+	}
 }
 
 // mysqlDSN returns the DSN of the tests' database on the MariaDB server at

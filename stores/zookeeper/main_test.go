@@ -2,15 +2,14 @@ package zkstore_test
 
 import (
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"go.uber.org/goleak"
 
 	"github.com/reqlock/reqlock/internal/servers"
+	"github.com/reqlock/reqlock/internal/testmain"
 	zkstore "github.com/reqlock/reqlock/stores/zookeeper"
 )
 
@@ -19,27 +18,20 @@ import (
 var shared *servers.Process
 
 func TestMain(m *testing.M) {
-	var err error
-	if shared, err = servers.Launch(servers.ZooKeeperSpec()); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	shared.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
+	testmain.Run(m, func() (func(), error) {
+		var err error
+		shared, err = servers.Launch(servers.ZooKeeperSpec())
+		if err != nil {
+			return nil, err
 		}
-	}
-	os.Exit(code)
+		return shared.Close, nil
+	})
 }
 
 // leakCheck fails the test if it leaves goroutines behind. Call it first, so
 // that it runs after the test's other clean-ups (stores, connections).
 func leakCheck(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	testmain.LeakCheck(t)
 }
 
 // quiet drops go-zookeeper's log lines (reconnections while a test has cut
