@@ -424,6 +424,17 @@ func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
 	ok, _, err := l.locker.store.Extend(ioCtx, l.key, l.token, ttl, false)
 	if err != nil {
+		// The store may still run the extend, late: the lock then expires
+		// ttl after some moment from sent on, which for a shorter ttl is
+		// sooner than the validity the lease had. Keep the earlier of the two.
+		l.mu.Lock()
+		if v := validity(sent, ttl); l.state == stateHeld && v.Before(l.validUntil) {
+			l.validUntil = v
+			if l.expiry != nil {
+				l.expiry.Reset(time.Until(v))
+			}
+		}
+		l.mu.Unlock()
 		if cerr := callerErr(ctx); cerr != nil {
 			return cerr
 		}
