@@ -399,7 +399,10 @@ func TestCallerDeadlineAndCancelSeenByServer(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		rec := newRecorder()
 		client := serve(t, &service{do: lockName}, connect.WithInterceptors(rec.interceptor(), icpt))
-		ctx := deadlineOnly{context.Background(), time.Now().Add(200 * time.Millisecond)}
+		// A deadline far enough off that it has not passed before the call
+		// reaches the server and its message is read, however busy the
+		// machine: the deadline must pass while the call waits for the order.
+		ctx := deadlineOnly{context.Background(), time.Now().Add(2 * time.Second)}
 		_, err := call(client, ctx, order(id))
 		if got := rec.result(t); connect.CodeOf(got) != connect.CodeDeadlineExceeded || connect.CodeOf(err) != connect.CodeDeadlineExceeded {
 			t.Fatalf("the server produced %v, the client got %v; want DeadlineExceeded", got, err)

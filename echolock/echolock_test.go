@@ -400,10 +400,10 @@ func TestTTLOptionsAndRouteLabel(t *testing.T) {
 		min    time.Duration
 		max    time.Duration
 	}{
-		{0, nil, "/orders/1", 9 * time.Second, 10 * time.Second},
-		{0, []echolock.Option{echolock.WithTTL(time.Minute)}, "/orders/2", 59 * time.Second, time.Minute},
+		{0, nil, "/orders/1", 5 * time.Second, 10 * time.Second},
+		{0, []echolock.Option{echolock.WithTTL(time.Minute)}, "/orders/2", 55 * time.Second, time.Minute},
 		{0, []echolock.Option{echolock.WithTTL(time.Minute), slow}, "/orders/3?slow=1", 119 * time.Minute, 2 * time.Hour},
-		{0, []echolock.Option{echolock.WithTTL(time.Minute), slow}, "/orders/4", 59 * time.Second, time.Minute},
+		{0, []echolock.Option{echolock.WithTTL(time.Minute), slow}, "/orders/4", 55 * time.Second, time.Minute},
 		{time.Hour, []echolock.Option{echolock.WithTTL(time.Minute)}, "/orders/5", 59 * time.Minute, time.Hour},
 		{time.Hour, []echolock.Option{echolock.WithTTL(time.Minute), slow}, "/orders/6?slow=1", 119 * time.Minute, 2 * time.Hour},
 	}

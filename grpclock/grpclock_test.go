@@ -420,7 +420,10 @@ func TestCallerDeadlineAndCancelSeenByServer(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		rec := newRecorder()
 		client := serve(t, &service{do: lockName}, grpc.ChainUnaryInterceptor(rec.unary, icpt))
-		ctx := deadlineOnly{context.Background(), time.Now().Add(100 * time.Millisecond)}
+		// A deadline far enough off that it has not passed before the call
+		// reaches the server and its message is read, however busy the
+		// machine: the deadline must pass while the call waits for the order.
+		ctx := deadlineOnly{context.Background(), time.Now().Add(2 * time.Second)}
 		// At the deadline the server cancels the call's context and resets
 		// the stream, so the client sees a cancellation; what matters is the
 		// status the server produced.
@@ -548,7 +551,7 @@ func TestTTLPrecedence(t *testing.T) {
 		slow     bool
 		min, max time.Duration
 	}{
-		{0, false, 59 * time.Second, time.Minute},
+		{0, false, 55 * time.Second, time.Minute},
 		{time.Hour, false, 59 * time.Minute, time.Hour},
 		{time.Hour, true, 119 * time.Minute, 2 * time.Hour},
 	} {

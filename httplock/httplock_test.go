@@ -277,7 +277,7 @@ func TestTTLPrecedence(t *testing.T) {
 		path     string
 		min, max time.Duration
 	}{
-		{0, "/orders/1", 59 * time.Second, time.Minute},
+		{0, "/orders/1", 55 * time.Second, time.Minute},
 		{time.Hour, "/orders/2", 59 * time.Minute, time.Hour},
 		{time.Hour, "/orders/3?slow=1", 119 * time.Minute, 2 * time.Hour},
 	} {

@@ -33,16 +33,86 @@ var orders = []struct {
 // otel Handler as order says.
 func newGuardEnv(t *testing.T, order int, guard *hotspot.Guard, opts ...core.Option) *env {
 	t.Helper()
+	return newSlowGuardEnv(t, order, guard, 0, opts...)
+}
+
+// newSlowGuardEnv is newGuardEnv with every store call of the Locker made
+// delay longer (none when 0).
+func newSlowGuardEnv(t *testing.T, order int, guard *hotspot.Guard, delay time.Duration, opts ...core.Option) *env {
+	t.Helper()
 	before, after := orders[order].guardIn(guard)
 	e := newEnv(t, nil, after, opts...)
-	if len(before) > 0 {
-		plugins := append(before, e.handler)
-		e.locker = core.New(e.client, append([]core.Option{core.WithHandlers(plugins...)}, opts...)...)
+	if len(before) > 0 || delay > 0 {
+		plugins := append(append(before, e.handler), after...)
+		opts := append([]core.Option{core.WithHandlers(plugins...)}, opts...)
+		if delay > 0 {
+			e.locker = core.NewWithStore(&slowStore{Store: core.NewRedisStore(e.client), delay: delay}, opts...)
+		} else {
+			e.locker = core.New(e.client, opts...)
+		}
 		if err := e.locker.Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return e
+}
+
+// slowStore is a Store whose TryAcquire takes delay more.
+type slowStore struct {
+	core.Store
+	delay time.Duration
+}
+
+func (s *slowStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	time.Sleep(s.delay)
+	return s.Store.TryAcquire(ctx, key, token, ttl, fenced)
+}
+
+// handOnce acquires name in e, parks a second acquire of it on the local
+// lock of the Guard in e's Locker (with handoff on), and releases: the
+// second acquire takes the lock over. It returns how long the first acquire
+// took.
+func handOnce(t *testing.T, e *env, ctx context.Context, name string, hold time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	first, err := e.locker.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	type result struct {
+		lease *core.Lease
+		err   error
+	}
+	got := make(chan result, 1)
+	go func() { // waits locally, then gets the lock handed over
+		lease, err := e.locker.Acquire(ctx, name)
+		got <- result{lease, err}
+	}()
+	// Once the waiter is parked on the local lock, the release hands the
+	// lease to it for sure, and its local wait includes the sleep.
+	deadline := time.Now().Add(10 * time.Second)
+	for parkedInGuardWait() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second acquire did not park on the local lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(hold)
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.lease.Token() != first.Token() {
+		t.Fatal("the second acquire did not take the first's lock over")
+	}
+	if err := r.lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return took
 }
 
 // TestHotspotGuard puts the real hotspot Guard with local handoff before or
@@ -56,53 +126,30 @@ func TestHotspotGuard(t *testing.T) {
 			adaptertest.LeakCheck(t)
 			name := uniq(t)
 			guard := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(3))
-			e := newGuardEnv(t, i, guard)
+			// Every store call takes the delay more: time the first acquire
+			// spends past its local turn, which its local wait must not
+			// count. The TTL is long enough that the handoff keeps the first
+			// lease's expiry (no compare-and-extend) however long the waiter
+			// takes to park.
+			const delay = 100 * time.Millisecond
+			e := newSlowGuardEnv(t, i, guard, delay, core.WithTTL(time.Minute))
 			h := lockotel.New(lockotel.WithMeterProvider(e.mp), lockotel.WithGuard(guard))
 			defer h.Close()
 
 			ctx, req := e.request(context.Background())
-			first, err := e.locker.Acquire(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			type result struct {
-				lease *core.Lease
-				err   error
-			}
-			got := make(chan result, 1)
-			go func() { // waits locally, then gets the lock handed over
-				lease, err := e.locker.Acquire(ctx, name)
-				got <- result{lease, err}
-			}()
-			// Once the waiter is parked on the local lock, the release hands the
-			// lease to it for sure, and its local wait includes the sleep.
-			deadline := time.Now().Add(5 * time.Second)
-			for parkedInGuardWait() != 1 {
-				if time.Now().After(deadline) {
-					t.Fatal("the second acquire did not park on the local lock")
-				}
-				time.Sleep(time.Millisecond)
-			}
-			time.Sleep(30 * time.Millisecond)
-			if err := first.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			r := <-got
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			if err := r.lease.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+			took := handOnce(t, e, ctx, name, 30*time.Millisecond)
 			req.End()
 
 			spans := e.ended(lockotel.SpanAcquire)
 			if len(spans) != 2 {
 				t.Fatalf("%d acquire spans, want 2", len(spans))
 			}
-			// The Locker times the local queue even when its lock is free.
-			if lw, ok := attr(spans[0], lockotel.LocalWaitKey); ok && lw.AsFloat64() > 0.005 {
-				t.Errorf("local wait of the uncontended first acquire = %vs, want about none", lw.AsFloat64())
+			// The Locker times the local queue even when its lock is free:
+			// the first acquire's local wait is the time of its local turn,
+			// which its Acquire took, with the store's delay, and more. One
+			// that counted the store's time too would be over took-delay.
+			if lw, ok := attr(spans[0], lockotel.LocalWaitKey); ok && lw.AsFloat64() > (took-delay).Seconds() {
+				t.Errorf("local wait of the uncontended first acquire = %vs, want at most %v (its Acquire less the store's delay: about none)", lw.AsFloat64(), took-delay)
 			}
 			if _, ok := attr(spans[0], lockotel.HandedOffKey); ok {
 				t.Error("the first acquire, from Redis, is marked handed off")
@@ -167,8 +214,11 @@ func TestLeasesHeldBalancedInAnyOrder(t *testing.T) {
 			adaptertest.LeakCheck(t)
 			name := uniq(t)
 			guard := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(2))
-			e := newGuardEnv(t, i, guard, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, 2*time.Millisecond))
+			e := newGuardEnv(t, i, guard, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, 2*time.Millisecond), core.WithTTL(time.Minute))
 			const goroutines, rounds = 6, 15
+			// One handoff for sure, whatever the scheduler makes of the
+			// goroutines below: two acquires and two releases more.
+			handOnce(t, e, context.Background(), name, 0)
 			var o redistest.Overlap
 			var wg sync.WaitGroup
 			for range goroutines {
@@ -194,10 +244,10 @@ func TestLeasesHeldBalancedInAnyOrder(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			const n = goroutines * rounds
-			if o.Overlaps() != 0 || o.Entries() != n {
+			if o.Overlaps() != 0 || o.Entries() != goroutines*rounds {
 				t.Fatalf("%d overlaps in %d critical sections", o.Overlaps(), o.Entries())
 			}
+			const n = goroutines*rounds + 2 // handOnce's included
 			handoffs := guard.Stats().Handoffs
 			if handoffs == 0 {
 				t.Fatal("no local handoff: the test did not exercise them")

@@ -272,8 +272,7 @@ func TestLogLeaseGivenUpByItsWatchdog(t *testing.T) {
 	opts, lopts := watchdogOptions(proxy)
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { _ = c.Close() })
-	// Dial now: the first command of a client also sets up its connection
-	// through the proxy, which may not fit in the 50 ms I/O timeout.
+	// Dial now, before the outage.
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +300,9 @@ func TestLogHandoff(t *testing.T) {
 	name := uniq(t)
 	guard := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(1))
 	h, buf := newLogHandler()
-	l := core.New(adaptertest.Shared.Client(t), core.WithHandlers(guard, h))
+	// A TTL long enough that the handoff keeps the first lease's expiry (no
+	// compare-and-extend) however long the waiter takes to park.
+	l := core.New(adaptertest.Shared.Client(t), core.WithHandlers(guard, h), core.WithTTL(time.Minute))
 	ctx := context.Background()
 	first, err := l.Acquire(ctx, name)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // back to 0 as they end, acquired or timed out.
 func TestPendingCountsWaitingRequests(t *testing.T) {
 	adaptertest.LeakCheck(t)
-	e := newEnv(t, nil, nil, core.WithFair(), core.WithWait(5*time.Second))
+	e := newEnv(t, nil, nil, core.WithFair(), core.WithWait(30*time.Second))
 	t.Cleanup(func() { _ = e.locker.Close() }) // ends the grants' subscription
 	name := uniq(t)
 	ctx := context.Background()

@@ -229,8 +229,8 @@ func TestTTLPrecedence(t *testing.T) {
 		fn       time.Duration
 		min, max time.Duration
 	}{
-		{"Locker's", context.Background(), 0, 0, 9 * time.Second, 10 * time.Second},
-		{"per-route", context.Background(), time.Minute, 0, 59 * time.Second, time.Minute},
+		{"Locker's", context.Background(), 0, 0, 5 * time.Second, 10 * time.Second},
+		{"per-route", context.Background(), time.Minute, 0, 55 * time.Second, time.Minute},
 		{"context over per-route", withTTL, time.Minute, 0, 59 * time.Minute, time.Hour},
 		{"function over context", withTTL, time.Minute, 2 * time.Hour, 119 * time.Minute, 2 * time.Hour},
 	} {
