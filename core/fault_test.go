@@ -76,19 +76,22 @@ func lockers(t *testing.T, n int, opts ...core.Option) []*core.Locker {
 // TestFaultHandlersThreeTimesTheTTL runs handlers that take 3× the TTL, and
 // do not even watch Done: with the watchdog no two of them overlap and none
 // loses its lease; without it (the control, run at the same time with a
-// shorter TTL, to save time) they overlap.
+// TTL of 300 ms and sections as long) they overlap.
 func TestFaultHandlersThreeTimesTheTTL(t *testing.T) {
 	leakCheck(t)
+	// The watchdog's TTL, renewed every 150 ms: each renewal has over a
+	// second to succeed before the watchdog gives up, which a loaded
+	// machine's stalls and slow replies stay within.
+	const ttl, every = 1500 * time.Millisecond, 150 * time.Millisecond
 	run := func(t *testing.T, watchdog bool) (o *redistest.Overlap, ok, lost int64) {
-		ttl := 300 * time.Millisecond
 		opts := []core.Option{core.WithWait(30 * time.Second), core.WithSpin(5*time.Millisecond, 5*time.Millisecond)}
 		if watchdog {
-			// A TTL of a second: a loaded machine's stalls stay well within
-			// the watchdog's margin of a third of it.
-			ttl = time.Second
-			opts = append(opts, core.WithWatchdog())
+			opts = append(opts, core.WithTTL(ttl), core.WithWatchdog(), core.WithWatchdogInterval(every))
+		} else {
+			// The control's lock expires 4.2 s before its first holder's
+			// section ends: the second one is in by then on any schedule.
+			opts = append(opts, core.WithTTL(300*time.Millisecond))
 		}
-		opts = append(opts, core.WithTTL(ttl))
 		name := uniq(t)
 		o = &redistest.Overlap{}
 		contend(t, lockers(t, 2, opts...), 1, 1, name, func(lease *core.Lease) {
@@ -129,15 +132,20 @@ func TestFaultHandlersThreeTimesTheTTL(t *testing.T) {
 // failure must be a fast ErrStorage, held leases must end (Done) before
 // Redis comes back, and the same Lockers must work again afterwards,
 // notifications included.
+//
+// The TTL leaves a section that watches Done a second (the watchdog's
+// interval) between Done and the lock's expiry to stop in, and the outage
+// (twice the TTL) four more seconds before Redis comes back empty: a loaded
+// machine's stalls cannot make sections overlap by chance.
 func TestFaultRedisRestartMidRun(t *testing.T) {
 	leakCheck(t)
-	const ttl = 300 * time.Millisecond
+	const ttl = 3 * time.Second
 	srv := redistest.Start(t)
 	name := uniq(t)
 	opts := []core.Option{
 		core.WithTTL(ttl), core.WithWatchdog(), core.WithNotify(), core.WithFencing(),
-		core.WithWait(2 * time.Second), core.WithSpin(5*time.Millisecond, 5*time.Millisecond),
-		core.WithIOTimeout(200 * time.Millisecond),
+		core.WithWait(20 * time.Second), core.WithSpin(5*time.Millisecond, 5*time.Millisecond),
+		core.WithIOTimeout(time.Second),
 	}
 	envs := []*env{newEnv(t, srv, opts...), newEnv(t, srv, opts...)}
 	for _, e := range envs {
@@ -202,7 +210,22 @@ func TestFaultRedisRestartMidRun(t *testing.T) {
 			}()
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Acquires before the outage.
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			ok := cond()
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within 30s", what)
+			}
+		}
+	}
+	waitFor("acquire before the outage", func() bool { return okBy[0] >= 4 })
 	// A lease held across the crash, by a request that watches Done.
 	held, err := envs[0].locker.Acquire(context.Background(), uniq(t))
 	if err != nil {
@@ -218,14 +241,31 @@ func TestFaultRedisRestartMidRun(t *testing.T) {
 	case <-time.After(2 * ttl):
 	}
 	time.Sleep(2*ttl - time.Since(down))
+	// Done reads the clock (its timer may not have run yet on a loaded
+	// machine): it must be closed before Redis comes back.
+	select {
+	case <-held.Done():
+		if heldDone == 0 {
+			heldDone = time.Since(down)
+		}
+	default:
+		t.Fatalf("a lease held when Redis died was still not done %v later, when Redis comes back", time.Since(down))
+	}
 	srv.Restart(t)
 	downFor := time.Since(down)
-	if heldDone == 0 {
-		t.Fatalf("a lease held when Redis died was still not done when Redis came back %v later", downFor)
-	}
 	_ = held.Release(context.Background())
 	phase.Store(2)
-	time.Sleep(700 * time.Millisecond)
+	waitFor("acquire after the outage", func() bool { return okBy[2] >= 4 })
+	// Both clients dial again: after a run of failed dials a go-redis pool
+	// answers with the last dial error until its background dial, once a
+	// second, succeeds.
+	for _, e := range envs {
+		for deadline := time.Now().Add(30 * time.Second); e.client.Ping(context.Background()).Err() != nil; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("a client still fails 30s after Redis came back")
+			}
+		}
+	}
 	close(stop)
 	wg.Wait()
 
@@ -239,7 +279,7 @@ func TestFaultRedisRestartMidRun(t *testing.T) {
 	if storageErrs == 0 || okBy[0] == 0 || okBy[2] == 0 {
 		t.Fatalf("want acquires before and after the outage and storage errors during it; got %d, %d, %d", okBy[0], okBy[2], storageErrs)
 	}
-	if slowestFailure > 2*time.Second {
+	if slowestFailure > 10*time.Second {
 		t.Fatalf("a failed acquire took %v: it should fail fast, not wait out its budget", slowestFailure)
 	}
 	if o.Overlaps() != 0 {
@@ -327,9 +367,16 @@ return 1
 // begins and when it ends; a stale write is an end accepted after another
 // holder began. With fencing none is accepted; without it (the control, whose
 // fences are all 0) they are.
+//
+// A freeze lasts until another holder has begun (its lock expired and was
+// taken), not a fixed time that a loaded machine could let pass before any
+// other holder got in: it happens only while other holders are sure to come,
+// at the even cycles of the first eight of twelve (a holder has at most two
+// more rounds after its own).
 func TestFaultFrozenHolderFencedStore(t *testing.T) {
 	leakCheck(t)
-	const ttl, freeze = 100 * time.Millisecond, 250 * time.Millisecond
+	const ttl = 100 * time.Millisecond
+	const goroutines, rounds = 4, 3 // 2 Lockers × 2 goroutines
 	run := func(t *testing.T, fencing bool) (attempts, frozen, rejected, staleAccepted int) {
 		name := uniq(t)
 		opts := []core.Option{core.WithTTL(ttl), core.WithWait(30 * time.Second), core.WithSpin(2*time.Millisecond, 3*time.Millisecond)}
@@ -339,8 +386,8 @@ func TestFaultFrozenHolderFencedStore(t *testing.T) {
 		store, log := "store:"+name, "log:"+name
 		client := shared.Client(t) // the store's, apart from the lock's
 		var mu sync.Mutex
-		var cycles atomic.Int64
-		contend(t, lockers(t, 2, opts...), 2, 3, name, func(lease *core.Lease) {
+		var cycles, begins atomic.Int64
+		contend(t, lockers(t, 2, opts...), goroutines/2, rounds, name, func(lease *core.Lease) {
 			ctx := context.Background()
 			write := func(what string) bool {
 				n, err := fencedStore.Run(ctx, client, []string{store, log}, lease.Fence(), what+":"+lease.Token()).Int()
@@ -354,8 +401,16 @@ func TestFaultFrozenHolderFencedStore(t *testing.T) {
 				rejected++
 				mu.Unlock()
 			}
-			if cycles.Add(1)%2 == 0 {
-				time.Sleep(freeze) // frozen: no renewal, no Done, nothing runs
+			began := begins.Add(1)
+			if c := cycles.Add(1); c%2 == 0 && c <= goroutines*rounds-rounds {
+				// Frozen: no renewal, no Done, nothing runs, until another
+				// holder has begun.
+				for deadline := time.Now().Add(30 * time.Second); begins.Load() == began; time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Errorf("no other holder took the lock in 30s, %v after the TTL of a frozen holder", ttl)
+						break
+					}
+				}
 			}
 			stale := time.Now().After(lease.ValidUntil())
 			accepted := write("end")

@@ -46,16 +46,51 @@ func TestNotifyControlWithoutNotify(t *testing.T) {
 	name := uniq(t)
 	holder := newEnv(t, nil)
 	waiter := newEnv(t, nil, notifyOpts...)
+	// The release comes once the waiter's first attempt has its answer, not
+	// at a fixed time that a loaded machine could let pass before it.
+	attempted := &afterFirstReply{done: make(chan struct{})}
+	waiter.client.AddHook(attempted)
 	ctx := context.Background()
 	held, err := holder.locker.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.AfterFunc(50*time.Millisecond, func() { _ = held.Release(ctx) })
-	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	go func() {
+		<-attempted.done
+		_ = held.Release(ctx)
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if _, err := waiter.locker.Acquire(wctx, name); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the deadline: without notifications the waiter sleeps on", err)
+	}
+}
+
+// afterFirstReply is a go-redis hook that closes done once a command has
+// its reply (a NOSCRIPT error, to which go-redis sends the script, does not
+// count).
+type afterFirstReply struct {
+	once sync.Once
+	done chan struct{}
+}
+
+func (h *afterFirstReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *afterFirstReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			h.once.Do(func() { close(h.done) })
+		}
+		return err
+	}
+}
+
+func (h *afterFirstReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.once.Do(func() { close(h.done) })
+		return err
 	}
 }
 
@@ -104,6 +139,9 @@ func TestNotifySharesOneSubscription(t *testing.T) {
 	if n := pubsubClients(t, srv); n != 1 {
 		t.Fatalf("%d pub/sub connections for %d waiters in one Locker, want 1", n, names*perName)
 	}
+	// No waiter can leave before its name is released: the linger counts
+	// from after this.
+	left := time.Now()
 	for _, h := range held {
 		if err := h.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -118,7 +156,6 @@ func TestNotifySharesOneSubscription(t *testing.T) {
 	}
 	// A name stays subscribed for the linger after its last waiter left,
 	// then is unsubscribed.
-	left := time.Now()
 	for _, h := range held {
 		n := admin.PubSubNumSub(ctx, h.Key()+":released").Val()[h.Key()+":released"]
 		if n != 1 && time.Since(left) < linger/2 {

@@ -12,19 +12,28 @@ import (
 )
 
 // topologyTTL and topologyOpts are those of the Lockers of the topology
-// tests: every feature on, and a TTL whose third absorbs a loaded machine's
-// stalls.
+// tests: every feature on, and an I/O timeout that a loaded machine's slow
+// replies do not reach. The TTL is that of the lease held across a
+// failover: its watchdog gives up a third of it (333 ms) after its last
+// renewal, before any failover can complete (the cluster's node timeout
+// and Sentinel's down-after are a second), so the lease is lost on any
+// schedule rather than renewed on the promoted replica.
 const topologyTTL = time.Second
-
-// calmOpts are added to topologyOpts where a test counts every acquire as
-// a success: no fault is injected there, and a loaded machine can stall a
-// cluster node past the 300 ms I/O timeout, which would be a storage error.
-var calmOpts = []core.Option{core.WithIOTimeout(3 * time.Second)}
 
 var topologyOpts = []core.Option{
 	core.WithTTL(topologyTTL), core.WithWatchdog(), core.WithFencing(), core.WithNotify(),
 	core.WithWait(20 * time.Second), core.WithSpin(2*time.Millisecond, 3*time.Millisecond),
-	core.WithIOTimeout(300 * time.Millisecond),
+	core.WithIOTimeout(3 * time.Second),
+}
+
+// calmOpts are added to topologyOpts where a lease must outlive a loaded
+// machine's stalls: renewals every 500 ms, each with 2 s to succeed before
+// the watchdog gives up.
+var calmOpts = []core.Option{core.WithTTL(3 * time.Second), core.WithWatchdogInterval(500 * time.Millisecond)}
+
+// calm returns topologyOpts with calmOpts, and more.
+func calm(more ...core.Option) []core.Option {
+	return append(append(append([]core.Option(nil), topologyOpts...), calmOpts...), more...)
 }
 
 // clusterLocker is a Locker on a cluster client of its own.
@@ -43,7 +52,7 @@ func clusterLocker(t *testing.T, cl *redistest.Cluster, opts ...core.Option) *co
 // topology, which must not take longer than a few seconds.
 func acquireAfterFailover(t *testing.T, l *core.Locker, name string) (*core.Lease, int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	storageErrs := 0
 	for {
 		lease, err := l.Acquire(context.Background(), name)
@@ -73,7 +82,7 @@ func failoverUnderLease(t *testing.T, what string, a, b *core.Locker, kill func(
 		t.Fatal(err)
 	}
 	doneAt := make(chan time.Time, 1)
-	go func() { // a request that stops when Done closes
+	go func() { // a request that stops when Done closes, for the log
 		<-lost.Done()
 		doneAt <- time.Now()
 	}()
@@ -87,12 +96,14 @@ func failoverUnderLease(t *testing.T, what string, a, b *core.Locker, kill func(
 	next, storageErrs := acquireAfterFailover(t, b, name)
 	acquired := time.Now()
 	t.Cleanup(func() { _ = next.Release(ctx) })
-	var done time.Time
+	// Done reads the clock (the goroutine above may not have run yet): it
+	// must be closed by now.
 	select {
-	case done = <-doneAt:
+	case <-lost.Done():
 	default:
 		t.Fatal("another holder got the name while the first lease was not done")
 	}
+	done := <-doneAt
 	t.Logf("%s: replica promoted %v after the kill; the held lease was done after %v; the name was taken again after %v (%d storage errors first); fences %d then %d",
 		what, failedOver.Round(time.Millisecond), done.Sub(killed).Round(time.Millisecond), acquired.Sub(killed).Round(time.Millisecond),
 		storageErrs, lost.Fence(), next.Fence())
@@ -112,11 +123,12 @@ func TestClusterTopology(t *testing.T) {
 	leakCheck(t)
 	cl := redistest.StartCluster(t, 3, 1)
 	ctx := context.Background()
-	a, b := clusterLocker(t, cl, topologyOpts...), clusterLocker(t, cl, topologyOpts...)
+	// a holds the lease lost in the failover; b holds the names that must
+	// stay held.
+	a, b := clusterLocker(t, cl, topologyOpts...), clusterLocker(t, cl, calm()...)
 
 	t.Run("exclusion", func(t *testing.T) {
-		calmer := append(append([]core.Option(nil), topologyOpts...), calmOpts...)
-		calm := []*core.Locker{clusterLocker(t, cl, calmer...), clusterLocker(t, cl, calmer...)}
+		calm := []*core.Locker{clusterLocker(t, cl, calm()...), clusterLocker(t, cl, calm()...)}
 		names := []string{uniq(t), uniq(t), uniq(t), uniq(t)}
 		masters := map[*redistest.Server]bool{}
 		for _, n := range names {
@@ -167,23 +179,20 @@ func TestClusterTopology(t *testing.T) {
 		if overlaps != 0 || entries != 80 {
 			t.Fatalf("%d overlaps in %d of 80 sections", overlaps, entries)
 		}
-		checkWake(t, a, b, cl.Nodes...)
+		checkWake(t, b, a, cl.Nodes...)
 	})
 
 	t.Run("fair", func(t *testing.T) {
-		fair := append(append(append([]core.Option(nil), topologyOpts...), calmOpts...), core.WithFair())
+		fair := calm(core.WithFair())
 		ls := []*core.Locker{clusterLocker(t, cl, fair...), clusterLocker(t, cl, fair...)}
 		fairContend(t, ls, uniq(t), cl.Client(t))
 	})
 
 	t.Run("slot migration", func(t *testing.T) {
-		// A TTL of 2 s and a calm I/O timeout: the MIGRATE of the test and a
-		// loaded machine must not make the watchdog give up; what is checked
-		// is that its renewals follow the slot.
-		ttl := 2 * topologyTTL
-		calmer := append(append([]core.Option(nil), topologyOpts...), core.WithTTL(ttl))
-		calmer = append(calmer, calmOpts...)
-		a, b := clusterLocker(t, cl, calmer...), clusterLocker(t, cl, calmer...)
+		// Calm Lockers: the MIGRATE of the test and a loaded machine must
+		// not make the watchdog give up; what is checked is that its
+		// renewals follow the slot.
+		a, b := clusterLocker(t, cl, calm()...), clusterLocker(t, cl, calm()...)
 		name := uniq(t)
 		lease, err := a.Acquire(ctx, name)
 		if err != nil {
@@ -204,11 +213,12 @@ func TestClusterTopology(t *testing.T) {
 		if err := cl.MigrateSlot(ctx, slot, to); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * ttl / 2) // the watchdog renews through the redirections
-		select {
-		case <-lease.Done():
-			t.Fatal("the lease was lost across the slot migration")
-		default:
+		// The watchdog renews through the redirections: the renewal that
+		// may have been in flight during the migration, and the next one.
+		for range 2 {
+			if !waitRenewed(t, lease) {
+				t.Fatal("the lease was lost across the slot migration")
+			}
 		}
 		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		other, err := b.Acquire(tctx, name)
@@ -250,15 +260,18 @@ func TestClusterTopology(t *testing.T) {
 func TestSentinelTopology(t *testing.T) {
 	leakCheck(t)
 	d := redistest.StartSentinel(t)
-	newLocker := func() *core.Locker {
-		l := core.New(d.Client(t), topologyOpts...)
+	newLocker := func(opts ...core.Option) *core.Locker {
+		l := core.New(d.Client(t), opts...)
 		t.Cleanup(func() { _ = l.Close() })
 		return l
 	}
-	a, b := newLocker(), newLocker()
-	checkWake(t, a, b, d.Data...)
+	// a holds the lease lost in the failover; b holds the names that must
+	// stay held. a waits in both checks of the wake-ups, before and after
+	// the failover.
+	a, b := newLocker(topologyOpts...), newLocker(calm()...)
+	checkWake(t, b, a, d.Data...)
 
-	fair := append(append(append([]core.Option(nil), topologyOpts...), calmOpts...), core.WithFair())
+	fair := calm(core.WithFair())
 	fa, fb := core.New(d.Client(t), fair...), core.New(d.Client(t), fair...)
 	t.Cleanup(func() { _ = fa.Close(); _ = fb.Close() })
 	fairContend(t, []*core.Locker{fa, fb}, uniq(t), d.Client(t))
