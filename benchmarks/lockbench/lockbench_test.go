@@ -34,6 +34,7 @@ func TestSmallRun(t *testing.T) {
 	p.HotProcs, p.HotGoroutines, p.HotFor = 2, 2, 300*time.Millisecond
 	p.SoloOps = 10
 	p.ScaleProcs, p.ScaleGoroutines, p.ScaleAttempts = 2, []int{1, 3}, 4
+	p.ScaleFor = time.Minute // a limit only: the quota ends each level, however slow the machine
 	p.RTT = 0
 	var log strings.Builder
 	all := AllScenarios
@@ -79,21 +80,32 @@ func TestSmallRun(t *testing.T) {
 		default:
 			server += r.SETs
 		}
-		// rueidislock's client also counts a command cut by the waiter's
-		// context before it was written (its wrapper counts calls): allow
-		// it a few more than Redis ran, never fewer.
-		if r.RoundTrips != server && (r.Impl != "rueidislock" || r.RoundTrips < server || r.RoundTrips > server+3) {
-			t.Errorf("contention: %s: the clients counted %d round trips, Redis %d commands: %v", r.Impl, r.RoundTrips, server, r.Commands)
+		// A client counts a command that its context cut before it was
+		// written, which Redis never ran: only an acquire whose wait budget
+		// ran out has any (bsm/redislock's last script; go-redis/redsync's
+		// last SET and the release it sends after a failed try), and
+		// rueidislock's also an extension its holder's release cut (its
+		// monitor picks a pending invalidation over the cancelled
+		// context). So the clients count what Redis ran, never fewer, and
+		// at most that many more.
+		cut := 2 * int64(r.Failed)
+		if r.Impl == "rueidislock" {
+			cut += int64(r.Succeeded)
+		}
+		if r.RoundTrips < server || r.RoundTrips > server+cut {
+			t.Errorf("contention: %s: the clients counted %d round trips, Redis %d commands (%d failed acquires): %v", r.Impl, r.RoundTrips, server, r.Failed, r.Commands)
 		}
 	}
 	if plain := rep.Results[0]; plain.SETs < int64(plain.Succeeded) || plain.Scripts != int64(plain.Succeeded) || plain.Counters != nil {
 		t.Errorf("plain-spin: %d SETs and %d scripts for %d acquires, counters %v", plain.SETs, plain.Scripts, plain.Succeeded, plain.Counters)
 	}
 	for _, r := range rep.Hot {
-		if r.Acquires < 1 || r.SuccessesAll < r.Acquires || !failedOK(r.Impl, r.Failed, r.SuccessesAll) || r.Overlaps != 0 || r.ReleaseErrors != 0 || r.RoundTrips < 1 {
+		// Every goroutine makes an attempt, but on a busy machine none may
+		// take the lock within HotFor (Acquires counts those that did).
+		if r.SuccessesAll < 1 || r.SuccessesAll < r.Acquires || !failedOK(r.Impl, r.Failed, r.SuccessesAll) || r.Overlaps != 0 || r.ReleaseErrors != 0 || r.RoundTrips < 1 {
 			t.Errorf("hot: %s: %+v", r.Impl, r)
 		}
-		if r.Handovers >= r.Acquires || (r.LocalHandoffs > 0 && !strings.Contains(r.Impl, "handoff")) {
+		if r.Handovers > max(r.Acquires-1, 0) || (r.LocalHandoffs > 0 && !strings.Contains(r.Impl, "handoff")) {
 			t.Errorf("hot: %s: %d handovers and %d local handoffs for %d acquires", r.Impl, r.Handovers, r.LocalHandoffs, r.Acquires)
 		}
 	}

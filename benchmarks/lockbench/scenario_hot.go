@@ -40,7 +40,9 @@ func (r HotResult) PerSecond(n int64) float64 {
 
 // hotLoop runs p.HotGoroutines goroutines that acquire p.Name one attempt
 // after another until p.HotFor has passed, recording when each success took
-// the lock.
+// the lock. Each goroutine makes at least one attempt, even one that starts
+// after p.HotFor (a process held up that long on a busy machine): a short
+// run still takes the lock.
 func hotLoop(ctx context.Context, lock Lock, critical *redis.Client, p Params) *report {
 	r := &report{}
 	var mu sync.Mutex
@@ -50,7 +52,7 @@ func hotLoop(ctx context.Context, lock Lock, critical *redis.Client, p Params) *
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(stop) {
+			for first := true; first || time.Now().Before(stop); first = false {
 				if at := attempt(ctx, lock, critical, p, r, &mu); !at.IsZero() && at.Before(stop) {
 					mu.Lock()
 					r.Acquired = append(r.Acquired, at.UnixNano())

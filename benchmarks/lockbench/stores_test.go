@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reqlock/reqlock/internal/servers"
 )
@@ -18,6 +19,10 @@ func TestStoresRun(t *testing.T) {
 	p := DefaultParams()
 	p.Procs, p.Goroutines = 2, 2
 	p.StoreSoloOps, p.StoreAttempts = 6, 4
+	// Every acquire must succeed: a wait budget that a slow store (etcd
+	// syncs its log to disk) on a busy machine cannot run out of. It only
+	// bounds a wait that goes wrong.
+	p.Wait = 30 * time.Second
 	rep, err := Run(context.Background(), p, nil, Scenarios{Stores: true}, &strings.Builder{})
 	if err != nil {
 		t.Fatal(err)
@@ -30,30 +35,45 @@ func TestStoresRun(t *testing.T) {
 	}
 	// Round trips and client requests per uncontended acquire+release (see
 	// the stores' documentation; ZooKeeper creates each new name's parent
-	// node first). The proxy sees a pipelined or parallel pair as one
-	// exchange unless the machine holds the second request up, and the
-	// clients' background exchanges (ZooKeeper's pings, pgx's ping of a
-	// connection idle for a second) add a few.
-	want := map[string]struct{ roundTrips, requests int64 }{
-		RedisStore: {2, 2}, "rueidis": {2, 2}, "etcd": {2, 3}, "zookeeper": {5, 6},
-		"postgres": {2, 0}, "mariadb": {2, 0}, "memcached": {3, 0},
+	// node first). The client hooks count every request the lock sends,
+	// whatever the schedule: that count is exact. The proxy's exchanges are
+	// not (see redistest.Stats.Exchanges): a parallel pair (etcd's
+	// keep-alive and transaction, ZooKeeper's list and stat) is one
+	// exchange or two depending on when the replies come back, client-only
+	// frames (gRPC's stream resets and ping acks) open exchanges of their
+	// own, and the clients' background exchanges (ZooKeeper's and rueidis's
+	// pings, pgx's ping of a connection idle for a second) add more on a
+	// slow machine. What holds on any schedule:
+	//   - a lower bound: each step of an acquire+release that waits for the
+	//     reply of the step before it (seq of them) starts an exchange, but
+	//     the very first may join one the client opened before the count
+	//     began (a client-only frame after the warm-up's last reply);
+	//   - an upper bound only where the client sends nothing but requests
+	//     that each get a reply and nothing in the background: go-redis
+	//     (the hook counts them), gomemcache and go-sql-driver/mysql with
+	//     the statements prepared in the warm-up; the slack is for a
+	//     connection dialled again (MySQL prepares its statements anew).
+	want := map[string]struct {
+		seq, requests, high int64 // high: 0 for no upper bound
+	}{
+		RedisStore: {2, 2, 2}, "rueidis": {2, 2, 0}, "etcd": {2, 3, 0}, "zookeeper": {5, 6, 0},
+		"postgres": {2, 0, 0}, "mariadb": {2, 0, 2}, "memcached": {3, 0, 3},
 	}
-	const background = 3
+	const slack = 3
 	for i, r := range rep.StoreSolo {
 		ops := int64(p.StoreSoloOps)
 		w := want[r.Store]
 		if r.Store != Stores[i].Name || r.Ops != p.StoreSoloOps || r.Failed != 0 || r.P99 < r.P50 || r.Mean <= 0 {
 			t.Errorf("uncontended: %s: %+v", r.Store, r)
 		}
-		high := w.roundTrips * ops
-		if w.requests > 0 {
-			high = w.requests * ops
-			if r.RoundTrips != high {
-				t.Errorf("uncontended: %s: the client counted %d requests for %d acquires, want %d each", r.Store, r.RoundTrips, ops, w.requests)
-			}
+		if w.requests > 0 && r.RoundTrips != w.requests*ops {
+			t.Errorf("uncontended: %s: the client counted %d requests for %d acquires, want %d each", r.Store, r.RoundTrips, ops, w.requests)
 		}
-		if r.Exchanges < w.roundTrips*ops || r.Exchanges > high+background {
-			t.Errorf("uncontended: %s: the proxy counted %d exchanges for %d acquires, want %d to %d each", r.Store, r.Exchanges, ops, w.roundTrips, max(w.requests, w.roundTrips))
+		if low := w.seq*ops - 1; r.Exchanges < low {
+			t.Errorf("uncontended: %s: the proxy counted %d exchanges for %d acquires, want at least %d (%d sequential round trips each, the first one maybe merged)", r.Store, r.Exchanges, ops, low, w.seq)
+		}
+		if high := w.high*ops + slack; w.high > 0 && r.Exchanges > high {
+			t.Errorf("uncontended: %s: the proxy counted %d exchanges for %d acquires, want at most %d (%d requests each)", r.Store, r.Exchanges, ops, high, w.high)
 		}
 		if rep.StoreVersions[r.Store] == "" {
 			t.Errorf("%s: no server version", r.Store)

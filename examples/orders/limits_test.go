@@ -64,7 +64,9 @@ func TestTricklingBodyTakesNoLock(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	cfg := testConfig(srv.Addr())
-	cfg.ReadTimeout = 500 * time.Millisecond
+	// Long enough for the complete request to be read on a busy machine,
+	// far shorter than the trickled body (8 s).
+	cfg.ReadTimeout = 2 * time.Second
 	a, err := start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -83,13 +85,13 @@ func TestTricklingBodyTakesNoLock(t *testing.T) {
 		id, len(body), body[:3])
 	stopDribble := make(chan struct{})
 	dribbled := make(chan struct{})
-	go func() { // one more byte every 100 ms: the body would take 1.6 s more
+	go func() { // one more byte every 500 ms: the body would take 8 s more
 		defer close(dribbled)
 		for i := 3; i < len(body); i++ {
 			select {
 			case <-stopDribble:
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(500 * time.Millisecond):
 			}
 			if _, err := conn.Write([]byte{body[i]}); err != nil {
 				return
@@ -110,7 +112,7 @@ func TestTricklingBodyTakesNoLock(t *testing.T) {
 		t.Fatalf("%d locks taken for one complete request", got)
 	}
 
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	took := time.Since(began)
 	if err == nil && !strings.Contains(line, " 408 ") {
@@ -200,8 +202,11 @@ func TestStaleWriteRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	client := redis.NewClient(srv.Options())
 	defer client.Close()
-	locker := core.New(client, core.WithTTL(300*time.Millisecond), core.WithFencing(),
-		core.WithWait(5*time.Second), core.WithSpin(time.Millisecond, 2*time.Millisecond))
+	// The payer must reach its last check of the lease within the TTL, and
+	// the canceller's wait must outlast the TTL: both with room for a busy
+	// machine.
+	locker := core.New(client, core.WithTTL(2*time.Second), core.WithFencing(),
+		core.WithWait(30*time.Second), core.WithSpin(time.Millisecond, 2*time.Millisecond))
 	s := newStore(locker, 0)
 	id := orderID(t)
 	ctx := context.Background()
@@ -222,7 +227,11 @@ func TestStaleWriteRefused(t *testing.T) {
 		_, err := s.pay(ctx, id)
 		paid <- err
 	}()
-	<-frozen // the payer checked its lease and froze before its write
+	select {
+	case <-frozen: // the payer checked its lease and froze before its write
+	case err := <-paid:
+		t.Fatalf("the payer returned %v before its write (its lease ran out before its last check?)", err)
+	}
 	// Its lock expires; the canceller takes the order with a higher fence.
 	cancelled, err := s.cancel(ctx, id)
 	if err != nil {

@@ -42,8 +42,8 @@ func join(rs ...[]record) []record {
 }
 
 func TestAnalyseOverlaps(t *testing.T) {
-	// 0.0.0 holds 100–3000 ms but is valid only to 2100; 1.0.0 acquires at 2200.
-	late := join(held(0, 0, 0, at(100), at(3000), at(2100), 0, false), held(1, 0, 0, at(2200), at(2300), at(4200), 0, false))
+	// 0.0.0 holds 100–3500 ms but is valid only to 2100; 1.0.0 acquires at 2200.
+	late := join(held(0, 0, 0, at(100), at(3500), at(2100), 0, false), held(1, 0, 0, at(2200), at(2300), at(4200), 0, false))
 	if a := synthetic(t, late, nil).analyse(); a.overlapsUnexplained != 1 {
 		t.Errorf("a holder past its validity, not frozen: %d unexplained, want 1", a.overlapsUnexplained)
 	}
@@ -54,6 +54,22 @@ func TestAnalyseOverlaps(t *testing.T) {
 	otherFrozen := []fault{{kind: holderFreeze, proc: 2, start: at(150), end: at(2900)}}
 	if a := synthetic(t, late, otherFrozen).analyse(); a.overlapsUnexplained != 1 {
 		t.Errorf("another process frozen: %d unexplained, want 1", a.overlapsUnexplained)
+	}
+
+	// 0.0.0's lease ran out at 2100 and it let go at 2400, having written
+	// before: explained. A write sent after its validity, or a release more
+	// than letGo after it, is not.
+	ranOut := join(held(0, 0, 0, at(100), at(2400), at(2100), at(500), true), held(1, 0, 0, at(2200), at(2300), at(4200), 0, false))
+	if a := synthetic(t, ranOut, nil).analyse(); a.overlapsRanOut != 1 || a.overlapsUnexplained != 0 {
+		t.Errorf("a lease that ran out, let go in time: %d explained, %d unexplained; want 1 and 0", a.overlapsRanOut, a.overlapsUnexplained)
+	}
+	wroteLate := join(held(0, 0, 0, at(100), at(2400), at(2100), at(2150), true), held(1, 0, 0, at(2200), at(2300), at(4200), 0, false))
+	if a := synthetic(t, wroteLate, nil).analyse(); a.overlapsUnexplained != 1 {
+		t.Errorf("a write after the validity: %d unexplained, want 1", a.overlapsUnexplained)
+	}
+	acquiredEarly := join(held(0, 0, 0, at(100), at(2400), at(2100), 0, false), held(1, 0, 0, at(2000), at(2300), at(4000), 0, false))
+	if a := synthetic(t, acquiredEarly, nil).analyse(); a.overlapsUnexplained != 1 {
+		t.Errorf("an acquire before the validity ran out: %d unexplained, want 1", a.overlapsUnexplained)
 	}
 
 	// Both valid at once: unexplained even if the first was frozen, unless
@@ -69,7 +85,7 @@ func TestAnalyseOverlaps(t *testing.T) {
 
 	// One after the other, or two sections of one goroutine: no overlap.
 	seq := join(held(0, 0, 0, at(100), at(200), at(2100), 0, false), held(0, 0, 1, at(210), at(300), at(2200), 0, false))
-	if a := synthetic(t, seq, nil).analyse(); a.overlapsUnexplained+a.overlapsFrozen+a.overlapsReset != 0 {
+	if a := synthetic(t, seq, nil).analyse(); a.overlapsUnexplained+a.overlapsFrozen+a.overlapsReset+a.overlapsRanOut != 0 {
 		t.Errorf("sequential sections counted as overlaps: %+v", a)
 	}
 }
