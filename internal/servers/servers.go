@@ -15,10 +15,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,7 +209,14 @@ func (p *Process) run() error {
 	for {
 		err := ready(p.Addr())
 		if err == nil {
-			return nil
+			// What answered may be another program that took the port
+			// between the probe and the server's bind (the server then
+			// fails to bind, and exits, maybe later than this answer).
+			if err = listensOn(cmd.Process.Pid, p.Port(0)); err == nil {
+				return nil
+			}
+			p.kill()
+			return fmt.Errorf("servers: %s: %w", p.spec.Name, err)
 		}
 		select {
 		case <-exited:
@@ -238,8 +247,10 @@ func (p *Process) Port(i int) int { return p.ports[i] }
 // Dir returns the server's private directory.
 func (p *Process) Dir() string { return p.dir }
 
-// Stop kills the server, keeping its directory, so that Restart can bring it
-// back on the same ports.
+// Stop kills the server with the processes it started (PostgreSQL's
+// backends), keeping its directory, so that Restart can bring it back on
+// the same ports: a backend that outlived its postmaster would keep the
+// old server's shared memory in use, which a new postmaster refuses.
 func (p *Process) Stop() { p.kill() }
 
 // Restart starts a stopped server again on the same ports and directory and
@@ -265,8 +276,9 @@ func (p *Process) kill() {
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Kill()
+	killGroup(cmd.Process)
 	<-exited
+	waitGroupGone(cmd.Process.Pid)
 }
 
 // Log returns the last 4 KiB of what the server has written, for failure
@@ -302,21 +314,51 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
-// freePort returns a free loopback port, other than those in taken.
+// freePort returns a free loopback port, other than those in taken, chosen
+// at random below the kernel's range of ephemeral ports: a port in that
+// range can be taken between this probe and the server's bind by any
+// outgoing connection of the machine, and, while the server is stopped
+// (Process.Stop), by a client of the test that dials it and, without a
+// listener, connects to itself (TCP's simultaneous open), so that the
+// restarted server cannot bind it and the client talks to itself.
 func freePort(taken []int) (int, error) {
-	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("servers: no free port: %w", err)
+	lo := ephemeralLow()
+	var err error
+	for try := 0; try < 100; try++ {
+		port := minPort + rand.IntN(lo-minPort)
+		if slices.Contains(taken, port) {
+			continue
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
+			continue
+		}
 		ln.Close()
-		dup := false
-		for _, t := range taken {
-			dup = dup || t == port
-		}
-		if !dup {
-			return port, nil
-		}
+		return port, nil
 	}
+	return 0, fmt.Errorf("servers: no free port below %d: %w", lo, err)
+}
+
+// minPort is the lowest port freePort takes: above the well-known ports
+// and those that system services commonly use.
+const minPort = 10000
+
+// ephemeralLow returns the first port of the kernel's ephemeral range
+// (Linux's /proc/sys/net/ipv4/ip_local_port_range; 32768, Linux's default,
+// elsewhere or when it cannot be read, or when it leaves too few ports).
+func ephemeralLow() int {
+	const def = 32768
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return def
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) < 1 {
+		return def
+	}
+	lo, err := strconv.Atoi(fields[0])
+	if err != nil || lo < minPort+1000 {
+		return def
+	}
+	return lo
 }

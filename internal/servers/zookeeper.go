@@ -108,7 +108,7 @@ func writeZooCfg(p *Process) error {
 		"maxSessionTimeout=60000",
 		"maxClientCnxns=0",
 		"admin.enableServer=false",
-		"4lw.commands.whitelist=ruok,srvr",
+		"4lw.commands.whitelist=ruok,srvr,wchp",
 		"",
 	}, "\n")
 	return os.WriteFile(filepath.Join(p.Dir(), "zoo.cfg"), []byte(cfg), 0o600)

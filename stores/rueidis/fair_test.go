@@ -81,7 +81,7 @@ func TestInteropFair(t *testing.T) {
 			}
 			t.Run("contention", func(t *testing.T) {
 				goredis, rue := lockers(t, opts...)
-				name, holders := interop(t, goredis, rue, fenced)
+				name, holders := interop(t, goredis, rue, fenced, true)
 				var toRue, toGoredis int
 				for i := 1; i < len(holders); i++ {
 					switch {
@@ -190,6 +190,11 @@ func TestFairGrantCostsTheWaiterNoRoundTrip(t *testing.T) {
 					if fenced {
 						opts = append(opts, core.WithFencing())
 					}
+					// Every script in the server's cache: each call of the
+					// waiter is one round trip (no EVALSHA that finds its
+					// script missing and an EVAL), so that its count tells
+					// which calls it made.
+					loadScripts(t)
 					holder, _ := holderClient.locker(t, opts...)
 					// Polls a minute apart (a third of the patience), and a
 					// wait longer than the test: the grant comes by pub/sub
@@ -218,11 +223,12 @@ func TestFairGrantCostsTheWaiterNoRoundTrip(t *testing.T) {
 						got <- l
 					}()
 					waitQueued(t, key, 1)
-					// Its first call queued it; its subscription's
-					// confirmation asks it to poll once more.
+					// Its first call queued it (one round trip); its
+					// subscription's confirmation asks it to poll once more
+					// (the second): after that, it makes none until its next
+					// poll, a minute later.
 					waitFor(t, "the waiter's poll at its subscription's confirmation", func() bool { return n.Load() >= 2 })
-					// On a loaded machine a confirmation may come late: count
-					// from when the waiter has been quiet for a while.
+					// Count from when it has been quiet for a while, besides.
 					last, quiet := n.Load(), time.Now()
 					for time.Since(quiet) < 300*time.Millisecond {
 						time.Sleep(20 * time.Millisecond)
@@ -258,6 +264,21 @@ func TestFairGrantCostsTheWaiterNoRoundTrip(t *testing.T) {
 					assertNoQueue(t, key)
 				})
 			}
+		}
+	}
+}
+
+// loadScripts puts the scripts of the stores in the shared server's cache.
+func loadScripts(t *testing.T) {
+	t.Helper()
+	admin := shared.Client(t)
+	for _, src := range []string{
+		redisscript.Acquire, redisscript.AcquireFenced, redisscript.Release,
+		redisscript.Extend, redisscript.ExtendFenced, redisscript.FenceFloor,
+		redisscript.Enqueue, redisscript.Dequeue, redisscript.Poll,
+	} {
+		if err := admin.ScriptLoad(context.Background(), src).Err(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

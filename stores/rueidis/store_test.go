@@ -78,15 +78,19 @@ func TestInteropMutualExclusionAndFences(t *testing.T) {
 				opts = append(opts, core.WithFencing())
 			}
 			goredis, rue := lockers(t, opts...)
-			interop(t, goredis, rue, fenced)
+			interop(t, goredis, rue, fenced, false)
 		})
 	}
 }
 
 // interop runs 3 goroutines on each Locker, 15 critical sections each, on
 // one name, and returns the name and the Locker of each critical section,
-// in their order.
-func interop(t *testing.T, goredis, rue *core.Locker, fenced bool) (name string, holders []*core.Locker) {
+// in their order. In lockstep, a goroutine starts its next round (an
+// acquire) once every goroutine has ended its last one (a release, or an
+// error): each round has a critical section of each goroutine, so that,
+// however the machine schedules them, the lock passes from each kind of
+// client to the other (two rounds cannot be ordered otherwise).
+func interop(t *testing.T, goredis, rue *core.Locker, fenced, lockstep bool) (name string, holders []*core.Locker) {
 	name = uniq(t)
 	var o redistest.Overlap
 	var mu sync.Mutex
@@ -98,12 +102,40 @@ func interop(t *testing.T, goredis, rue *core.Locker, fenced bool) (name string,
 		defer mu.Unlock()
 		errs = append(errs, err)
 	}
+	lockers := []*core.Locker{goredis, rue, goredis, rue, goredis, rue}
+	var roundMu sync.Mutex
+	roundCond := sync.NewCond(&roundMu)
+	ended, stopped := 0, false // rounds ended by all goroutines; a goroutine stopped early
+	endRound := func(stop bool) {
+		roundMu.Lock()
+		defer roundMu.Unlock()
+		ended++
+		stopped = stopped || stop
+		roundCond.Broadcast()
+	}
+	waitRound := func(round int) {
+		if !lockstep {
+			return
+		}
+		roundMu.Lock()
+		defer roundMu.Unlock()
+		for ended < round*len(lockers) && !stopped {
+			roundCond.Wait()
+		}
+	}
 	var wg sync.WaitGroup
-	for _, l := range []*core.Locker{goredis, rue, goredis, rue, goredis, rue} {
+	for _, l := range lockers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range 15 {
+			stop := true
+			defer func() {
+				if stop {
+					endRound(true)
+				}
+			}()
+			for round := range 15 {
+				waitRound(round)
 				ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 				lease, err := l.Acquire(ctx, name)
 				if err != nil {
@@ -126,7 +158,9 @@ func interop(t *testing.T, goredis, rue *core.Locker, fenced bool) (name string,
 					fail(err)
 				}
 				cancel()
+				endRound(false)
 			}
+			stop = false
 		}()
 	}
 	wg.Wait()

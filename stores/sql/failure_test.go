@@ -91,7 +91,8 @@ func TestLostAnswerIsUndone(t *testing.T) {
 			if !undo {
 				sqlstore.SetNoUndo(s)
 			}
-			direct := newStore(t, b.open(t, b.addr(), ""))
+			directDB := b.open(t, b.addr(), "")
+			direct := newStore(t, directDB)
 			// A warm connection: statements prepared, and pgx's ping of a
 			// connection's first reuse done.
 			warm, tok := key(t), token()
@@ -100,9 +101,11 @@ func TestLostAnswerIsUndone(t *testing.T) {
 				t.Fatal(ok, err)
 			}
 
-			// The statement reaches the database after 400 ms; its answer
-			// would come back 400 ms later, 200 ms after the deadline.
-			const delay = 400 * time.Millisecond
+			// The statement reaches the database after a second; its answer
+			// would come back a second later, half a second after the
+			// deadline. (The deadline leaves the statement 1.5 s to set
+			// out, and its answer cannot come back before it.)
+			const delay = time.Second
 			proxy.SetDelay(delay)
 			ctx, cancel := context.WithTimeout(context.Background(), delay*3/2)
 			k, tok := key(t), token()
@@ -112,22 +115,39 @@ func TestLostAnswerIsUndone(t *testing.T) {
 			if ok || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("TryAcquire whose answer comes after the deadline: %v, %v; want context.DeadlineExceeded", ok, err)
 			}
-			time.Sleep(delay) // the statement has run by now
-
 			start := time.Now()
-			for !free(t, direct, k) {
-				if time.Since(start) > 2*time.Second {
-					if undo {
-						t.Fatalf("the key of an attempt whose answer was lost was still taken %v later (TTL 1m): not cleaned up", time.Since(start).Round(time.Millisecond))
+			if !undo {
+				// The statement takes the key when it runs, and nothing
+				// frees it (its TTL is a minute). Its row is looked for
+				// without taking the key, which would make the statement
+				// find it busy.
+				q := "SELECT count(*) FROM " + sqlstore.DefaultTable + " WHERE name = $1 AND token = $2"
+				if b.dialect == sqlstore.MySQL {
+					q = "SELECT count(*) FROM " + sqlstore.DefaultTable + " WHERE name = ? AND token = ?"
+				}
+				taken := func() bool {
+					var n int
+					if err := directDB.QueryRowContext(call(t), q, []byte(k), tok).Scan(&n); err != nil {
+						t.Fatal(err)
 					}
-					return // as expected: the statement took the key
+					return n > 0
+				}
+				for !taken() {
+					if time.Since(start) > 20*time.Second {
+						t.Fatalf("without the clean-up the key was free 20s after the deadline: the test did not make the statement run")
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				continue
+			}
+			time.Sleep(delay) // the statement has run by now, most likely (if not, the key is free all the same)
+			for !free(t, direct, k) {
+				if time.Since(start) > 20*time.Second {
+					t.Fatalf("the key of an attempt whose answer was lost was still taken %v later (TTL 1m): not cleaned up", time.Since(start).Round(time.Millisecond))
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			if !undo {
-				t.Fatalf("without the clean-up the key was free: the test did not make the statement run")
-			}
-			t.Logf("%s: the key was freed %v after the deadline", b.name, time.Since(start).Round(time.Millisecond)+delay)
+			t.Logf("%s: the key was freed %v after the deadline", b.name, time.Since(start).Round(time.Millisecond))
 		}
 	})
 }

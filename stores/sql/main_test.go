@@ -115,8 +115,9 @@ type backend struct {
 	// server's, or a proxy's), with the DSN parameters params ("key=value"
 	// joined by '&', in the driver's syntax), closed when t ends.
 	open func(t testing.TB, addr, params string) *sql.DB
-	// config returns a connector of the database at addr whose connections
-	// are dialled by dial.
+	// connector returns a new *sql.DB of the tests' database at addr whose
+	// connections are dialled by dial (on PostgreSQL, without pgx's ping of
+	// a connection reused after a second: see noPing), closed when t ends.
 	connector func(t testing.TB, addr string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *sql.DB
 }
 
@@ -138,7 +139,7 @@ var backends = []backend{
 				t.Fatal(err)
 			}
 			cfg.DialFunc = dial
-			db := stdlib.OpenDB(*cfg)
+			db := stdlib.OpenDB(*cfg, noPing)
 			t.Cleanup(func() { db.Close() })
 			return db
 		},
@@ -237,3 +238,9 @@ func key(t testing.TB) string {
 
 // token returns a fresh token, as a Locker draws one per attempt.
 func token() string { return rand.Text() }
+
+// noPing turns off the ping that pgx's database/sql driver sends before it
+// reuses a connection idle for over a second: a round trip of the pool's,
+// not of the store's, that a loaded machine's pauses would add to the
+// round trips the tests count.
+var noPing = stdlib.OptionShouldPing(func(context.Context, stdlib.ShouldPingParams) bool { return false })

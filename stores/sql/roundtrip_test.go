@@ -161,7 +161,7 @@ func TestPostgresQueryModes(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.DialFunc = rt.dial
-			db := stdlib.OpenDB(*cfg)
+			db := stdlib.OpenDB(*cfg, noPing)
 			t.Cleanup(func() { db.Close() })
 			db.SetMaxOpenConns(1)
 			s := newStore(t, db)

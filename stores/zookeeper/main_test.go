@@ -49,13 +49,26 @@ const sessionTimeout = 4 * time.Second
 // session; it is closed when the test ends.
 func dial(t testing.TB, addr string, timeout time.Duration) *zk.Conn {
 	t.Helper()
+	return dialVia(t, addr, timeout, nil)
+}
+
+// dialVia is dial with dialer making the connection's TCP connections
+// (nil: go-zookeeper's own).
+func dialVia(t testing.TB, addr string, timeout time.Duration, dialer zk.Dialer) *zk.Conn {
+	t.Helper()
 	if addr == "" {
 		addr = shared.Addr()
 	}
 	if timeout == 0 {
 		timeout = sessionTimeout
 	}
-	conn, _, err := zk.Connect([]string{addr}, timeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false))
+	var conn *zk.Conn
+	var err error
+	if dialer == nil {
+		conn, _, err = zk.Connect([]string{addr}, timeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false))
+	} else {
+		conn, _, err = zk.Connect([]string{addr}, timeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false), zk.WithDialer(dialer))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,22 +76,26 @@ func TestQueueTakesFreeKey(t *testing.T) {
 // (TryAcquire) finds the key busy while they wait; once the holder
 // releases, they get the lock in their order of arrival, one at a time,
 // with increasing fences; and when the last is done, the key's nodes are
-// gone.
+// gone. The patience (3 s, polls every second) outlasts the stall of a
+// waiter on a loaded machine: a waiter that misses it is dead, and skipped.
 func TestQueueGrantsInArrivalOrder(t *testing.T) {
 	leakCheck(t)
-	const ttl, patience = time.Minute, 600 * time.Millisecond
+	const ttl, patience = time.Minute, 3 * time.Second
 	conn := dial(t, "", 0)
 	r := root(t)
 	holder := newStore(t, conn, zkstore.WithRoot(r))
 	key := "fair"
-	hfence := mustAcquire(t, holder, key, "holder", ttl, true)
 	const n = 4
 	waiters := make([]*zkstore.Store, n)
-	for i := range waiters {
+	for i := range waiters { // connected before anyone queues
 		waiters[i] = newStore(t, dial(t, "", 0), zkstore.WithRoot(r))
+	}
+	rude := newStore(t, dial(t, "", 0), zkstore.WithRoot(r))
+	hfence := mustAcquire(t, holder, key, "holder", ttl, true)
+	for i := range waiters {
 		mustEnqueue(t, waiters[i], key, fmt.Sprint("w", i), ttl, patience)
 	}
-	if ok, _, err := newStore(t, dial(t, "", 0), zkstore.WithRoot(r)).TryAcquire(ctx(t), key, "rude", ttl, false); ok || err != nil {
+	if ok, _, err := rude.TryAcquire(ctx(t), key, "rude", ttl, false); ok || err != nil {
 		t.Fatalf("TryAcquire past the queue: %v, %v; want busy", ok, err)
 	}
 
@@ -104,7 +108,7 @@ func TestQueueGrantsInArrivalOrder(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			c, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			tok := fmt.Sprint("w", i)
 			g, err := waitInLine(c, s, key, tok, ttl, patience)
@@ -160,10 +164,12 @@ func TestQueueGrantsInArrivalOrder(t *testing.T) {
 // TestQueueSkipsDeadWaiter: a waiter that queued and stopped polling (its
 // process stalls; its session lives) is dead after its patience: the
 // waiter behind it gets the lock then, and not before. The dead waiter's
-// next poll queues it again, behind the new holder.
+// next poll queues it again, behind the new holder, which has renewed its
+// lock for a minute. The patience (3 s) outlasts the stall of the live
+// waiter on a loaded machine.
 func TestQueueSkipsDeadWaiter(t *testing.T) {
 	leakCheck(t)
-	const ttl, patience = time.Minute, 500 * time.Millisecond
+	const ttl, patience = time.Minute, 3 * time.Second
 	key := uniq(t)
 	holder := newStore(t, dial(t, "", 0))
 	dead := newStore(t, dial(t, "", 0))
@@ -175,7 +181,7 @@ func TestQueueSkipsDeadWaiter(t *testing.T) {
 	if ok, err := holder.Release(ctx(t), key, "holder"); err != nil || !ok {
 		t.Fatalf("Release by the holder: %v, %v", ok, err)
 	}
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	g, err := waitInLine(c, live, key, "live", ttl, patience)
 	if err != nil || !g.OK {
@@ -183,6 +189,10 @@ func TestQueueSkipsDeadWaiter(t *testing.T) {
 	}
 	if waited := time.Since(lastPoll); waited < patience-patience/100 {
 		t.Errorf("the live waiter got the lock %v after the dead waiter's last poll; not before its patience, %v", waited, patience)
+	}
+	// The holder extends its grant to its TTL, as a Locker does.
+	if ok, _, err := live.Extend(ctx(t), key, "live", ttl, false); err != nil || !ok {
+		t.Fatalf("Extend by the live waiter after its grant: %v, %v", ok, err)
 	}
 	g, err = dead.Enqueue(ctx(t), key, "dead", ttl, patience, true)
 	if err != nil || g.OK {
@@ -223,8 +233,8 @@ func TestQueueDequeuePassesGrant(t *testing.T) {
 	case g = <-c1:
 	case g = <-c2:
 		t.Fatalf("the second waiter got %+v before the first", g)
-	case <-time.After(5 * time.Second):
-		t.Fatal("no grant within 5s of the release")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no grant within 10s of the release")
 	}
 	if !g.OK || g.Fence <= hfence || g.TTL <= 0 || g.TTL > patience {
 		t.Fatalf("grant %+v; want OK, a fence above %d, a TTL in (0, %v]", g, hfence, patience)
@@ -238,8 +248,8 @@ func TestQueueDequeuePassesGrant(t *testing.T) {
 	}
 	select {
 	case g = <-c2:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no grant to the second waiter within 5s of the first's Dequeue")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no grant to the second waiter within 10s of the first's Dequeue")
 	}
 	if !g.OK {
 		t.Fatalf("grant %+v", g)
@@ -273,13 +283,13 @@ func TestQueueGivingUpLeavesNothing(t *testing.T) {
 	}
 	// A waiter whose last Enqueue was cut by its deadline leaves its node
 	// to the store's clean-up, in the background.
-	eventually(t, 5*time.Second, "nodes of waiters left after they gave up", func() bool {
+	eventually(t, 30*time.Second, "nodes of waiters left after they gave up", func() bool {
 		return len(children(t, conn, r+"/"+key)) == 1
 	})
 	if ok, err := s.Release(ctx(t), key, "holder"); err != nil || !ok {
 		t.Fatalf("Release: %v, %v", ok, err)
 	}
-	eventually(t, 10*time.Second, "the key's parent node stayed", func() bool {
+	eventually(t, 30*time.Second, "the key's parent node stayed", func() bool {
 		ok, _, err := conn.Exists(r + "/" + key)
 		if err != nil {
 			t.Fatal(err)
