@@ -21,3 +21,19 @@ func (l *Lease) Handoff(ctx context.Context, req *Request) (*Lease, error) {
 	l.beginPass()
 	return l.handoff(ctx, req.Name, req.TTL)
 }
+
+// FairPolls returns how many polls of the Locker's fair waiters of key, those
+// still in line, have returned (each counted once per waiter it included),
+// so that a test can wait for the poll that follows a waiter's
+// subscription instead of guessing how long it takes.
+func (l *Locker) FairPolls(key string) int {
+	l.lines.mu.Lock()
+	defer l.lines.mu.Unlock()
+	n := 0
+	if ln := l.lines.m[key]; ln != nil {
+		for _, w := range ln.waiters {
+			n += w.polls
+		}
+	}
+	return n
+}

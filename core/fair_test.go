@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,6 +103,10 @@ func waitQueued(t *testing.T, e *env, name string, n int64) {
 // TestFairHandoffCostsTheNewHolderNoRoundTrip: a waiter granted the lock by a
 // release learns it by pub/sub, without a round trip of its own, with its
 // fence when it asked for one.
+//
+// The waiter's round trips are counted from when it is quiet: queued, and
+// its poll at the confirmation of its subscription returned; its next poll
+// is 20 s (a third of its patience) away.
 func TestFairHandoffCostsTheNewHolderNoRoundTrip(t *testing.T) {
 	for _, fenced := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
@@ -112,7 +117,7 @@ func TestFairHandoffCostsTheNewHolderNoRoundTrip(t *testing.T) {
 				opts = append(opts, core.WithFencing())
 			}
 			holder := newEnv(t, nil, opts...)
-			waiter := newEnv(t, nil, append(opts, core.WithFairPatience(30*time.Second))...)
+			waiter := newEnv(t, nil, append(opts, core.WithFairPatience(time.Minute), core.WithWait(time.Minute))...)
 			t.Cleanup(func() { _ = waiter.locker.Close() })
 			lease, err := holder.locker.Acquire(ctx, name)
 			if err != nil {
@@ -128,15 +133,21 @@ func TestFairHandoffCostsTheNewHolderNoRoundTrip(t *testing.T) {
 			}()
 			waitQueued(t, holder, name, 1)
 			// The subscription is confirmed, and a poll follows it: count
-			// from when the waiter has been quiet for a while.
-			before := settled(waiter.rt)
+			// from when that poll has returned.
+			key, _ := waiter.locker.Key(name)
+			for deadline := time.Now().Add(15 * time.Second); waiter.locker.FairPolls(key) < 1; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the waiter did not poll after its subscription")
+				}
+			}
+			before := waiter.rt.N.Load()
 			if err := lease.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 			var l *core.Lease
 			select {
 			case l = <-got:
-			case <-time.After(5 * time.Second): // the next poll is 10 s away
+			case <-time.After(15 * time.Second): // the next poll is 20 s away
 				t.Fatal("the grant's message did not reach the waiter")
 			}
 			if l == nil {
@@ -349,17 +360,60 @@ func TestFairWithEverything(t *testing.T) {
 	fairContend(t, ls, name, client)
 }
 
+// patientQueue is a LocalQueue around a hotspot Guard whose turns, while
+// wait is set, offer a releasing holder's lease until a local waiter takes
+// it (for a minute at most): a test knows that a waiter is on its way to
+// the local queue, not when it is parked there.
+type patientQueue struct {
+	core.LocalQueue
+	wait atomic.Bool
+}
+
+type patientTurn struct {
+	core.LocalTurn
+	q *patientQueue
+}
+
+func (q *patientQueue) Enter(ctx context.Context, name, key string, deadline time.Time) (core.LocalTurn, error) {
+	turn, err := q.LocalQueue.Enter(ctx, name, key, deadline)
+	if turn == nil || err != nil {
+		return turn, err
+	}
+	return &patientTurn{turn, q}, nil
+}
+
+func (t *patientTurn) Pass(lease *core.Lease) bool {
+	deadline := time.Now().Add(time.Minute)
+	for !t.LocalTurn.Pass(lease) {
+		if !t.q.wait.Load() || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
 // TestFairGrantHandedOverLocallyCostsNoRoundTrip: a lock the fair queue
 // granted for the waiter's patience is passed to the next local waiter
 // (hotspot Guard) as it is, without a synchronous extend, and is extended
 // to the TTL in the background.
+//
+// The hand-over's round trips are those of the release and of the second
+// acquire, counted on their contexts: the first lease's watchdog may extend
+// the grant in the background meanwhile. A patience of 15 s leaves the
+// hand-over over 4.8 s after the grant: the lock lasts the patience from
+// the poll before the grant (at most a third of the patience earlier), and
+// is handed over as it is while a third of it is left.
 func TestFairGrantHandedOverLocallyCostsNoRoundTrip(t *testing.T) {
 	name := uniq(t)
 	ctx := context.Background()
-	patience := 600 * time.Millisecond
+	const patience, ttl = 15 * time.Second, time.Minute
 	holder := newEnv(t, nil, core.WithFair())
-	waiters := newEnv(t, nil, core.WithFair(), core.WithFairPatience(patience), core.WithTTL(10*time.Second),
-		core.WithLocalQueue(hotspot.New(hotspot.WithHandoff(3), hotspot.WithKeys(name))))
+	q := &patientQueue{LocalQueue: hotspot.New(hotspot.WithHandoff(3), hotspot.WithKeys(name))}
+	waiters := newEnv(t, nil, core.WithFair(), core.WithFairPatience(patience), core.WithTTL(ttl), core.WithWait(time.Minute),
+		core.WithLocalQueue(q))
+	var handover ctxRoundTrips
+	waiters.client.AddHook(&handover)
 	t.Cleanup(func() { _ = waiters.locker.Close() })
 	lease, err := holder.locker.Acquire(ctx, name)
 	if err != nil {
@@ -376,13 +430,12 @@ func TestFairGrantHandedOverLocallyCostsNoRoundTrip(t *testing.T) {
 	waitQueued(t, holder, name, 1)
 	second := make(chan *core.Lease, 1)
 	go func() {
-		l, err := waiters.locker.Acquire(ctx, name) // waits in the local queue
+		l, err := waiters.locker.Acquire(handover.mark(ctx), name) // waits in the local queue
 		if err != nil {
 			t.Error(err)
 		}
 		second <- l
 	}()
-	time.Sleep(50 * time.Millisecond) // the second waiter is in the local queue
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -390,38 +443,35 @@ func TestFairGrantHandedOverLocallyCostsNoRoundTrip(t *testing.T) {
 	if l1 == nil {
 		t.FailNow()
 	}
-	before := waiters.rt.N.Load()
-	if err := l1.Release(ctx); err != nil { // hands the lock over locally
+	// The release hands the lock over locally, once the second waiter is
+	// parked in the local queue to take it.
+	q.wait.Store(true)
+	if err := l1.Release(handover.mark(ctx)); err != nil {
 		t.Fatal(err)
 	}
+	q.wait.Store(false)
 	l2 := <-second
 	if l2 == nil {
 		t.FailNow()
 	}
-	if n := waiters.rt.N.Load() - before; n != 0 {
+	if n := handover.n.Load(); n != 0 {
 		t.Fatalf("the local hand-over of a granted lock made %d round trips, want 0", n)
 	}
-	time.Sleep(patience) // past the grant's own TTL: the watchdog extended it
+	// The watchdog extends the grant to the TTL a third of the patience
+	// after the command that set it (or had before the hand-over).
 	key, _ := holder.locker.Key(name)
-	if d := holder.client.PTTL(ctx, key).Val(); d < 5*time.Second || l2.Lost() {
-		t.Fatalf("after the patience the handed-over lock has PTTL %v (lost %v), want it extended to about 10s", d, l2.Lost())
+	for deadline := time.Now().Add(30 * time.Second); holder.client.PTTL(ctx, key).Val() <= patience; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) || l2.Lost() {
+			t.Fatalf("the handed-over lock has PTTL %v (lost %v), want it extended to about %v", holder.client.PTTL(ctx, key).Val(), l2.Lost(), ttl)
+		}
+	}
+	if l2.Lost() {
+		t.Fatal("the handed-over lease is lost")
 	}
 	if err := l2.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	assertNoQueue(t, holder, name)
-}
-
-// settled waits until rt has not moved for 300 ms, and returns its count.
-func settled(rt *redistest.RoundTrips) int64 {
-	last, since := rt.N.Load(), time.Now()
-	for time.Since(since) < 300*time.Millisecond {
-		time.Sleep(20 * time.Millisecond)
-		if n := rt.N.Load(); n != last {
-			last, since = n, time.Now()
-		}
-	}
-	return last
 }
 
 // pollCounter is a Queuer that counts the calls of a Locker's waiters, and

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redistest"
 )
@@ -46,9 +48,18 @@ func TestFencesIncreaseAcrossLockersAndClientRestarts(t *testing.T) {
 	}
 }
 
+// TestFenceOfNestedAndHandedOffLeases: a nested lease shares its outer
+// lease's fence; a hand-over draws a higher one in its one round trip (the
+// round trips of the hand-over are counted on its own context, not those
+// of the watchdogs renewing meanwhile); the new holder's watchdog keeps the
+// lock past its TTL. A TTL of 3 s renewed every 500 ms gives each renewal
+// about 2 s to succeed.
 func TestFenceOfNestedAndHandedOffLeases(t *testing.T) {
 	leakCheck(t)
-	e := newEnv(t, nil, core.WithFencing(), core.WithWatchdog(), core.WithTTL(time.Second))
+	const ttl = 3 * time.Second
+	e := newEnv(t, nil, core.WithFencing(), core.WithWatchdog(), core.WithTTL(ttl), core.WithWatchdogInterval(500*time.Millisecond))
+	var handoffs ctxRoundTrips
+	e.client.AddHook(&handoffs)
 	ctx := context.Background()
 	first, err := e.locker.Acquire(ctx, uniq(t))
 	if err != nil {
@@ -62,25 +73,29 @@ func TestFenceOfNestedAndHandedOffLeases(t *testing.T) {
 		t.Fatal("a nested lease has a fence or Done of its own")
 	}
 	_ = nested.Release(ctx)
-	mid, err := first.Handoff(ctx, request(first, time.Second)) // loads the script
+	mid, err := first.Handoff(ctx, request(first, ttl)) // loads the script
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mid.Release(ctx) })
-	e.rt.N.Store(0)
-	second, err := mid.Handoff(ctx, request(mid, time.Second))
+	second, err := mid.Handoff(handoffs.mark(ctx), request(mid, ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
+	handedOff := time.Now()
 	t.Cleanup(func() { _ = second.Release(ctx) })
 	if mid.Fence() <= first.Fence() || second.Fence() <= mid.Fence() {
 		t.Fatalf("handed-off leases have fences %d, %d, %d: not strictly increasing", first.Fence(), mid.Fence(), second.Fence())
 	}
-	if n := e.rt.N.Load(); n != 1 {
+	if n := handoffs.n.Load(); n != 1 {
 		t.Fatalf("a fenced handoff made %d round trips, want 1 (extend and INCR in one script)", n)
 	}
 	// The new holder has a watchdog of its own: it keeps the lock past its TTL.
-	time.Sleep(1500 * time.Millisecond)
+	for time.Since(handedOff) < 3*ttl/2 {
+		if !waitRenewed(t, second) {
+			t.Fatal("the handed-off lease was lost")
+		}
+	}
 	if got := e.client.Get(ctx, second.Key()).Val(); got != second.Token() {
 		t.Fatal("the handed-off lease was not renewed past its TTL")
 	}
@@ -116,16 +131,20 @@ func TestScriptErrorAfterItsSetLeavesNoLock(t *testing.T) {
 	if _, err := e.locker.Acquire(ctx, name); !errors.Is(err, core.ErrStorage) {
 		t.Fatalf("acquire with a broken fence counter = %v, want ErrStorage", err)
 	}
-	if n := e.client.Exists(ctx, key).Val(); n != 0 {
-		t.Fatalf("the failed script left the lock set (PTTL %v) with no lease to release it", e.client.PTTL(ctx, key).Val())
+	// The clean-up deletes it at once, or, when its first call runs out of
+	// time on a loaded machine, in the background: well within the TTL.
+	for deadline := time.Now().Add(15 * time.Second); e.client.Exists(ctx, key).Val() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the failed script left the lock set (PTTL %v) with no lease to release it", e.client.PTTL(ctx, key).Val())
+		}
 	}
 }
 
 // acquireSoon takes name with l, retrying while the store fails (a client
-// reconnecting after a restart), for up to 5 s.
+// reconnecting after a restart), for up to 30 s.
 func acquireSoon(t *testing.T, l *core.Locker, name string) *core.Lease {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		lease, err := l.Acquire(context.Background(), name)
 		switch {
@@ -145,7 +164,7 @@ func acquireSoon(t *testing.T, l *core.Locker, name string) *core.Lease {
 func TestFencesIncreaseAcrossFlushallAndRestart(t *testing.T) {
 	leakCheck(t)
 	srv := redistest.Start(t)
-	e := newEnv(t, srv, core.WithFencing(), core.WithIOTimeout(200*time.Millisecond))
+	e := newEnv(t, srv, core.WithFencing(), core.WithIOTimeout(2*time.Second))
 	admin := srv.Client(t)
 	ctx := context.Background()
 	name := uniq(t)
@@ -193,15 +212,16 @@ func TestFencesIncreaseAcrossFlushallAndRestart(t *testing.T) {
 // TestFenceCounterExpiresAfterTheLock: a name's fence counter does not
 // outlive the name's use by more than a few seconds: every fenced acquire,
 // hand-over and Redlock write-back gives it the lock's TTL and 5 s more.
+// The two PTTLs are read at one instant (MULTI); the locks live 10 s and
+// more, so that they are read before they expire on a loaded machine.
 func TestFenceCounterExpiresAfterTheLock(t *testing.T) {
 	leakCheck(t)
-	const ttl = 2 * time.Second
+	const ttl = 10 * time.Second
 	e := newEnv(t, nil, core.WithFencing(), core.WithTTL(ttl))
 	ctx := context.Background()
 	check := func(what string, lease *core.Lease) {
 		t.Helper()
-		lock := e.client.PTTL(ctx, lease.Key()).Val()
-		counter := e.client.PTTL(ctx, lease.Key()+":fence").Val()
+		lock, counter := pttls(t, e.client, lease.Key())
 		t.Logf("%s: the lock's PTTL %v, the counter's %v", what, lock, counter)
 		if counter < lock+4*time.Second || counter > lock+5*time.Second+100*time.Millisecond {
 			t.Fatalf("%s: the fence counter's PTTL is %v with the lock's at %v: want the lock's and 5 s more", what, counter, lock)
@@ -209,7 +229,7 @@ func TestFenceCounterExpiresAfterTheLock(t *testing.T) {
 	}
 	first := hold(t, e, uniq(t))
 	check("acquire", first)
-	next, err := first.Handoff(ctx, request(first, 3*time.Second))
+	next, err := first.Handoff(ctx, request(first, 20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +237,7 @@ func TestFenceCounterExpiresAfterTheLock(t *testing.T) {
 	check("hand-over", next)
 
 	nodes := redistest.StartNodes(t, 3)
-	rl := redlockEnv(t, nodes, core.WithFencing(), core.WithTTL(ttl))
+	rl := redlockEnv(t, nodes, core.WithFencing(), core.WithTTL(ttl), core.WithIOTimeout(5*time.Second))
 	lease, err := rl.Acquire(ctx, uniq(t))
 	if err != nil {
 		t.Fatal(err)
@@ -225,9 +245,32 @@ func TestFenceCounterExpiresAfterTheLock(t *testing.T) {
 	defer lease.Release(ctx)
 	for i, n := range nodes {
 		c := n.Client(t)
-		lock, counter := c.PTTL(ctx, lease.Key()).Val(), c.PTTL(ctx, lease.Key()+":fence").Val()
+		// The acquire returned once a quorum had the key: a node behind it
+		// gets it in the background.
+		for deadline := time.Now().Add(15 * time.Second); c.Get(ctx, lease.Key()).Val() != lease.Token(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("redlock node %d does not hold the lock", i)
+			}
+		}
+		lock, counter := pttls(t, c, lease.Key())
 		if counter < lock+4*time.Second || counter > lock+5*time.Second+100*time.Millisecond {
 			t.Fatalf("redlock node %d: the fence counter's PTTL is %v with the lock's at %v after the write-back: want the lock's and 5 s more", i, counter, lock)
 		}
 	}
+}
+
+// pttls returns the PTTLs of key and of its fence counter, read at one
+// instant (in one MULTI), so that time passing between two reads does not
+// count.
+func pttls(t *testing.T, c *redis.Client, key string) (lock, counter time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	var l, f *redis.DurationCmd
+	if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		l, f = p.PTTL(ctx, key), p.PTTL(ctx, key+":fence")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return l.Val(), f.Val()
 }

@@ -71,16 +71,20 @@ func TestHandoffKeepsTheHoldWithoutRoundTrip(t *testing.T) {
 	}
 }
 
+// TestHandoffRefreshesAShortRemainder: a lock with less than two thirds of
+// the TTL the next holder asks for left is handed over with one
+// compare-and-extend to that TTL. The lock is taken for 6 s and handed over
+// for 30 s: its remainder is short of 20 s from the start, without a sleep
+// that a loaded machine could stretch past the lock's expiry.
 func TestHandoffRefreshesAShortRemainder(t *testing.T) {
 	leakCheck(t)
-	const ttl = 1500 * time.Millisecond
+	const held, ttl = 6 * time.Second, 30 * time.Second
 	e := newEnv(t, nil, core.WithTTL(ttl))
 	ctx := context.Background()
-	first, err := e.locker.Acquire(ctx, uniq(t))
+	first, err := e.locker.Acquire(core.ContextWithTTL(ctx, held), uniq(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(600 * time.Millisecond) // less than 2/3 of the TTL is left
 	e.rt.N.Store(0)
 	second, err := first.Handoff(ctx, request(first, ttl))
 	if err != nil {
@@ -90,7 +94,7 @@ func TestHandoffRefreshesAShortRemainder(t *testing.T) {
 	if n := e.rt.N.Load(); n != 1 {
 		t.Fatalf("refreshing handoff made %d round trips, want 1", n)
 	}
-	if d := pttl(t, e, second.Key()); d <= ttl-400*time.Millisecond {
+	if d := pttl(t, e, second.Key()); d <= ttl-5*time.Second {
 		t.Fatalf("PTTL after the refreshing handoff = %v, want close to %v", d, ttl)
 	}
 	if !second.ValidUntil().After(first.ValidUntil()) {

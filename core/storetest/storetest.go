@@ -260,33 +260,48 @@ func (s *suite) held(st core.Store, key string) bool {
 	return true
 }
 
-// awaitExpiry waits for key, taken at start with ttl and not released, to
-// expire, trying to take it with a fresh token per attempt (as the Locker
-// does), and returns the token that got it. It fails the subtest if key is
-// free before ttl ran out or still held well after (TTL resolution and
-// slack allowed).
+// earliest is how soon a lock taken with ttl may expire after its acquire
+// was sent: TTL resolution, and 1% for the clock rates of the store and of
+// this process.
+func (s *suite) earliest(ttl time.Duration) time.Duration {
+	return ttl - s.res - ttl/100
+}
+
+// surelyExpired is how long after its acquire returned a lock taken with
+// ttl has surely expired in a store that honours TTLs exactly (TTL
+// resolution, and 1% for the clock rates).
+func (s *suite) surelyExpired(ttl time.Duration) time.Duration {
+	return ttl + s.res + ttl/100
+}
+
+// awaitExpiry waits for key, taken with ttl by an acquire sent at start that
+// returned at set, and not released, to expire, trying to take it with a
+// fresh token per attempt (as the Locker does), and returns the token that
+// got it. It fails the subtest if key is free before ttl ran out or still
+// held well after (TTL resolution and slack allowed).
 //
-// The bound on the early side is exact: start was taken before the acquire
-// was sent, so the store set the key after it, and an attempt that finds
-// the key free returns after the key's expiry.
-func (s *suite) awaitExpiry(st core.Store, key string, start time.Time, ttl time.Duration) string {
+// Both bounds count only what the calls prove, however slow they are: the
+// store set the key after start and before set; an attempt that finds the
+// key free ran before it returned, and one that finds it held ran after it
+// was sent.
+func (s *suite) awaitExpiry(st core.Store, key string, start, set time.Time, ttl time.Duration) string {
 	s.t.Helper()
-	earliest := ttl - s.res - ttl/100 // 1%: clock rates of the store and of this process
+	earliest := s.earliest(ttl)
 	latest := ttl + s.res + s.slack
 	for {
 		tok := token()
+		sent := time.Now()
 		ok, _ := s.tryAcquire(st, key, tok, s.long, false)
-		elapsed := time.Since(start)
 		if ok {
-			if elapsed < earliest {
+			if elapsed := time.Since(start); elapsed < earliest {
 				s.t.Errorf("storetest: %s, taken with TTL %v and not released, was free again %v later: before its TTL ran out (TTL resolution %v)",
 					key, ttl, elapsed.Round(time.Millisecond), s.res)
 			}
 			return tok
 		}
-		if elapsed > latest {
+		if late := sent.Sub(set); late > latest {
 			s.t.Fatalf("storetest: %s, taken with TTL %v and not released, was still held %v later: its TTL is not honoured (TTL resolution %v, slack %v)",
-				key, ttl, elapsed.Round(time.Millisecond), s.res, s.slack)
+				key, ttl, late.Round(time.Millisecond), s.res, s.slack)
 		}
 		time.Sleep(s.poll)
 	}

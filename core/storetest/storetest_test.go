@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
-
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/core/storetest"
 	"github.com/reqlock/reqlock/internal/redistest"
@@ -33,7 +31,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	shared.Close()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := redistest.FindLeaks(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
 			code = 1
 		}

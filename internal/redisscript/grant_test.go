@@ -51,8 +51,11 @@ func TestParseGrantOfARelease(t *testing.T) {
 	if !enqueue(t, c, key, "holder", 10_000, 1_000) {
 		t.Fatal("the first enqueue did not take the free lock")
 	}
+	// w's place lives 20 s from its enqueue, and the grant as long: a
+	// loaded machine's stalls do not end them before the release and the
+	// poll below.
 	r, err := c.Eval(ctx, redisscript.Enqueue, redisscript.Keys(key),
-		"w", 10_000, 2_000, "1", redisscript.Channel(key), grace).Int64Slice()
+		"w", 60_000, 20_000, "1", redisscript.Channel(key), grace).Int64Slice()
 	if err != nil || r[0] != 0 {
 		t.Fatalf("enqueue w = %v, %v; want it in line", r, err)
 	}
@@ -66,11 +69,11 @@ func TestParseGrantOfARelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	token, fence, ttl, ok := redisscript.ParseGrant(msg.Payload)
-	if !ok || token != "w" || fence <= 0 || ttl != 2*time.Second {
-		t.Fatalf("ParseGrant(%q) = %q, %d, %v, %v; want w, a fence, 2s (its patience), true", msg.Payload, token, fence, ttl, ok)
+	if !ok || token != "w" || fence <= 0 || ttl != 20*time.Second {
+		t.Fatalf("ParseGrant(%q) = %q, %d, %v, %v; want w, a fence, 20s (its patience), true", msg.Payload, token, fence, ttl, ok)
 	}
 	r, err = c.Eval(ctx, redisscript.Enqueue, redisscript.Keys(key),
-		"w", 10_000, 2_000, "1", redisscript.Channel(key), grace).Int64Slice()
+		"w", 60_000, 20_000, "1", redisscript.Channel(key), grace).Int64Slice()
 	if err != nil || r[0] != 1 || r[1] != fence {
 		t.Fatalf("w's poll after the grant = %v, %v; want it to hold the lock with fence %d", r, err, fence)
 	}

@@ -63,7 +63,7 @@ func TestClusterFormsMigratesAndFailsOver(t *testing.T) {
 	if err != nil || now == old {
 		t.Fatalf("no new master after the failover: %v, %v", now, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a loaded machine
 	for c.Set(ctx, "after-failover", "1", 0).Err() != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the cluster client did not find the new master")
@@ -95,7 +95,7 @@ func TestSentinelFailover(t *testing.T) {
 	if m, err := d.Master(ctx); err != nil || m == old {
 		t.Fatalf("master after failover = %v, %v", m, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a loaded machine
 	for {
 		got, err := c.Get(ctx, "k").Result()
 		if got == "v" {

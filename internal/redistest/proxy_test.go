@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/reqlock/reqlock/internal/redistest"
 )
@@ -18,7 +17,16 @@ import (
 // leakCheck fails the test if it leaves goroutines behind, once its other
 // clean-ups (servers stopped, clients closed) have run.
 func leakCheck(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	t.Cleanup(func() { noLeaks(t) })
+}
+
+// noLeaks fails t if goroutines are left, once those that are ending have
+// had redistest.LeakPatience to end.
+func noLeaks(t *testing.T) {
+	t.Helper()
+	if err := redistest.FindLeaks(); err != nil {
+		t.Error(err)
+	}
 }
 
 // restoreAndPing restores p and checks that c gets through again.
@@ -45,12 +53,17 @@ func proxiedServer(t *testing.T) (*redistest.Server, *redistest.Proxy, *redis.Cl
 	return srv, p, c
 }
 
-// proxied returns a client of srv through p that neither retries nor waits
-// long, so that each fault shows in the first call.
+// clientTimeout is the dial and read timeout of proxied's clients: long
+// enough for a loaded machine's slow replies, and what a fault that shows
+// as a timeout rather than at once would take at least.
+const clientTimeout = 5 * time.Second
+
+// proxied returns a client of srv through p that does not retry, so that
+// each fault shows in the first call.
 func proxied(t *testing.T, p *redistest.Proxy) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr: p.Addr(), MaxRetries: -1, DialerRetries: 1,
-		DialTimeout: time.Second, ReadTimeout: time.Second, ContextTimeoutEnabled: true,
+		DialTimeout: clientTimeout, ReadTimeout: clientTimeout, ContextTimeoutEnabled: true,
 	})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -68,15 +81,18 @@ func TestProxyForwardsAndDelays(t *testing.T) {
 	if got := srv.Client(t).Get(ctx, "k").Val(); got != "v" {
 		t.Fatalf("the write through the proxy did not reach the server: %q", got)
 	}
-	p.SetDelay(25 * time.Millisecond)
+	// A round trip of 200 ms: ten of them in a row take 2 s at least,
+	// which sets them apart from one on a loaded machine too.
+	const delay = 100 * time.Millisecond
+	p.SetDelay(delay)
 	start := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d < 50*time.Millisecond {
-		t.Fatalf("a round trip with 25ms each way took %v", d)
+	if d := time.Since(start); d < 2*delay {
+		t.Fatalf("a round trip with %v each way took %v", delay, d)
 	}
-	if p.Delay() != 25*time.Millisecond {
+	if p.Delay() != delay {
 		t.Fatalf("Delay() = %v", p.Delay())
 	}
 	// Pipelined commands are delayed, not serialised: ten in flight at once
@@ -89,7 +105,7 @@ func TestProxyForwardsAndDelays(t *testing.T) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d >= 10*50*time.Millisecond {
+	if d := time.Since(start); d >= 10*2*delay {
 		t.Fatalf("ten pipelined pings took %v: the delay throttles instead of adding latency", d)
 	}
 	st := p.Stats()
@@ -113,7 +129,7 @@ func TestProxyCutAndRestore(t *testing.T) {
 	if err := c.Ping(ctx).Err(); err == nil {
 		t.Fatal("a new connection through a cut proxy succeeded")
 	}
-	if d := time.Since(start); d >= time.Second {
+	if d := time.Since(start); d >= clientTimeout {
 		t.Fatalf("a cut took %v to show: it should be refused at once, not time out", d)
 	}
 	if p.Stats().Refused == 0 {
@@ -160,19 +176,21 @@ func TestProxyExchanges(t *testing.T) {
 	leakCheck(t)
 	srv := redistest.Start(t)
 	p := redistest.NewProxy(t, srv.Addr())
-	p.SetDelay(10 * time.Millisecond) // two requests written at once arrive before a reply
+	p.SetDelay(10 * time.Millisecond)
 	conn, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	r := bufio.NewReader(conn)
-	send := func(cmds ...string) {
+	send := func(cmds ...string) { // in one write: they arrive before any reply
 		t.Helper()
+		var b []byte
 		for _, cmd := range cmds {
-			if _, err := conn.Write([]byte(cmd + "\r\n")); err != nil {
-				t.Fatal(err)
-			}
+			b = append(b, cmd+"\r\n"...)
+		}
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
 		}
 	}
 	expect := func(want string) {

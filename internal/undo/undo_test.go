@@ -3,14 +3,26 @@ package undo
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/reqlock/reqlock/internal/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails a passing run that left goroutines behind, once those that
+// are ending have had redistest.LeakPatience to end.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := redistest.FindLeaks(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // store is a fake store: a map of keys to tokens, with a switch that makes
 // it stop answering.
@@ -78,23 +90,36 @@ func wait(t *testing.T, q *Queue, limit time.Duration) time.Duration {
 	}
 }
 
+// roundsSeen returns how many rounds s has seen.
+func (s *store) roundsSeen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rounds
+}
+
 // A clean-up that finds nothing goes on for the attempt's TTL after the
 // store's first answer: a key set under its token meanwhile is deleted, and
-// then the clean-up ends by itself, and so does its goroutine.
+// then the clean-up ends by itself, and so does its goroutine. The key is
+// set once the second round began (the first one's answers were counted),
+// seconds before the clean-ups end on a busy machine too.
 func TestUndoOutlivesNotFoundAndEndsByItself(t *testing.T) {
 	s := newStore()
 	q := NewQueue(s.sweep, second)
 	defer q.Close()
-	const ttl = 2 * time.Second // well past the sleep below, on a busy machine too
+	const ttl = 3 * time.Second
 	start := time.Now()
 	q.Add("late", "t1", ttl, start)
 	q.Add("never", "t2", ttl, start)
-	time.Sleep(2 * Interval)
+	for deadline := time.Now().Add(30 * time.Second); s.roundsSeen() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rounds in 30 s, want 2 in half a second", s.roundsSeen())
+		}
+	}
 	if n, _ := q.Pending(); n != 2 {
 		t.Fatalf("%d clean-ups pending after their compare-and-delete found nothing, want 2", n)
 	}
 	s.set("late", "t1") // the late command
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for s.get("late") != "" {
 		if time.Now().After(deadline) {
 			t.Fatal("a key set under the token after the clean-up first found nothing was not deleted")
@@ -122,7 +147,7 @@ func TestUndoWhileTheStoreIsSilent(t *testing.T) {
 	}
 	s.set("frozen", "t1")
 	s.setSilent(false)
-	wait(t, q, 2*time.Second)
+	wait(t, q, 30*time.Second)
 	if s.get("frozen") != "" {
 		t.Fatal("the late command was not undone")
 	}
@@ -159,7 +184,7 @@ func TestUndoHorizon(t *testing.T) {
 	q := NewQueue(s.sweep, second)
 	defer q.Close()
 	q.Add("k", "t", 10*time.Millisecond, time.Now().Add(-Horizon))
-	wait(t, q, 2*time.Second)
+	wait(t, q, 30*time.Second)
 }
 
 // Close ends the clean-ups at once, pending or not; those added after it
