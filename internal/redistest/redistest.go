@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/internal/servers"
 )
 
 // ErrNotInstalled is returned by Launch when redis-server is not in PATH.
@@ -138,13 +140,16 @@ func (s *Server) Log() string {
 	return text
 }
 
+// freePort returns a free loopback port below the kernel's ephemeral range
+// (servers.FreePort): a port of that range may be taken by any outgoing
+// connection before redis-server binds it, and, while a test has the server
+// stopped, by a client redialling it that connects to itself.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := servers.FreePort(nil)
 	if err != nil {
-		return 0, fmt.Errorf("redistest: no free port: %w", err)
+		return 0, fmt.Errorf("redistest: %w", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return port, nil
 }
 
 // run starts the process on s.port and waits until it answers PING.
@@ -179,6 +184,12 @@ func (s *Server) run(path string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if ping(s.Addr()) == nil {
+			// What answered may be another program's server that took the
+			// port first (ours then fails to bind and exits, maybe later).
+			if err := servers.ListensOn(cmd.Process.Pid, s.port); err != nil {
+				s.kill()
+				return fmt.Errorf("redistest: %w", err)
+			}
 			return nil
 		}
 		select {

@@ -67,11 +67,11 @@ func groupAlive(pgid int) bool {
 	return false
 }
 
-// listensOn reports an error when the process pid does not hold a TCP
+// ListensOn reports an error when the process pid does not hold a TCP
 // socket listening on port: something else answered there. It reads
 // /proc; when /proc cannot tell (not mounted, another user's process), it
 // reports nothing.
-func listensOn(pid, port int) error {
+func ListensOn(pid, port int) error {
 	inodes, err := listeningInodes(port)
 	if err != nil {
 		return nil

@@ -160,7 +160,7 @@ func (p *Process) prepare() error {
 	}
 	p.ports = p.ports[:0]
 	for i := 0; i < p.spec.Ports; i++ {
-		port, err := freePort(p.ports)
+		port, err := FreePort(p.ports)
 		if err != nil {
 			return err
 		}
@@ -212,7 +212,7 @@ func (p *Process) run() error {
 			// What answered may be another program that took the port
 			// between the probe and the server's bind (the server then
 			// fails to bind, and exits, maybe later than this answer).
-			if err = listensOn(cmd.Process.Pid, p.Port(0)); err == nil {
+			if err = ListensOn(cmd.Process.Pid, p.Port(0)); err == nil {
 				return nil
 			}
 			p.kill()
@@ -314,14 +314,14 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
-// freePort returns a free loopback port, other than those in taken, chosen
+// FreePort returns a free loopback port, other than those in taken, chosen
 // at random below the kernel's range of ephemeral ports: a port in that
 // range can be taken between this probe and the server's bind by any
 // outgoing connection of the machine, and, while the server is stopped
 // (Process.Stop), by a client of the test that dials it and, without a
 // listener, connects to itself (TCP's simultaneous open), so that the
 // restarted server cannot bind it and the client talks to itself.
-func freePort(taken []int) (int, error) {
+func FreePort(taken []int) (int, error) {
 	lo := ephemeralLow()
 	var err error
 	for try := 0; try < 100; try++ {
@@ -339,7 +339,7 @@ func freePort(taken []int) (int, error) {
 	return 0, fmt.Errorf("servers: no free port below %d: %w", lo, err)
 }
 
-// minPort is the lowest port freePort takes: above the well-known ports
+// minPort is the lowest port FreePort takes: above the well-known ports
 // and those that system services commonly use.
 const minPort = 10000
 
