@@ -1095,6 +1095,13 @@ func TestInvalidOptions(t *testing.T) {
 		rt := &redistest.RoundTrips{}
 		c := shared.Client(t)
 		c.AddHook(rt)
+		// The Locker reports its Guard's error before any request (the
+		// adapters check Locker.Err when they are built).
+		for _, opt := range []core.Option{core.WithHandlers(g), core.WithLocalQueue(g)} {
+			if err := core.New(c, opt).Err(); !errors.Is(err, core.ErrInvalidOption) {
+				t.Fatalf("Err of a Locker with an invalid Guard = %v, want ErrInvalidOption", err)
+			}
+		}
 		_, err := core.New(c, core.WithHandlers(g)).Acquire(context.Background(), uniq(t))
 		if !errors.Is(err, core.ErrInvalidOption) || rt.N.Load() != 0 {
 			t.Fatalf("Acquire through an invalid Guard = %v after %d commands, want ErrInvalidOption and none", err, rt.N.Load())
