@@ -287,3 +287,18 @@ func (r *Routes) Last() string {
 	s, _ := r.last.Load().(string)
 	return s
 }
+
+// SlowStore is a Store whose TryAcquire takes Delay more: a test that
+// bounds a time measured around a store call (a local wait) against the
+// delay stays true on a loaded machine, where a bound of a few
+// milliseconds would not.
+type SlowStore struct {
+	core.Store
+	Delay time.Duration
+}
+
+// TryAcquire sleeps Delay, then tries the wrapped store.
+func (s *SlowStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	time.Sleep(s.Delay)
+	return s.Store.TryAcquire(ctx, key, token, ttl, fenced)
+}
