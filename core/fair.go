@@ -323,10 +323,10 @@ func (w *inLine) answer(p polled) {
 // than req.TTL (the waiter's patience): the lease then extends it to req.TTL
 // in the background, on the watchdog's schedule, once.
 func (l *Locker) grantedLease(req *Request, token string, g Grant, sent time.Time) *Lease {
-	ttl := g.TTL
-	if ttl <= 0 || ttl > req.TTL {
-		ttl = req.TTL
-	}
+	// g.TTL is what the store had left for the key. Less than a
+	// millisecond left reads as 0 (Redis's PTTL): the lease is then born
+	// lost, never given a full TTL the store does not hold for it.
+	ttl := min(max(g.TTL, time.Millisecond), req.TTL)
 	return l.shortLease(req.Name, req.Key, token, g.Fence, ttl, validity(sent, ttl), req.TTL)
 }
 

@@ -3,7 +3,6 @@ package core_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/internal/testmain"
 )
 
 // shared is the redis-server most tests use; each test locks names of its
@@ -29,21 +29,15 @@ func (quiet) Printf(context.Context, string, ...interface{}) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
-	var err error
-	if shared, err = redistest.Launch(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	redisAddr = shared.Addr()
-	code := m.Run()
-	shared.Close()
-	if code == 0 {
-		if err := redistest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
+	testmain.Run(m, func() (func(), error) {
+		var err error
+		shared, err = redistest.Launch()
+		if err != nil {
+			return nil, err
 		}
-	}
-	os.Exit(code)
+		redisAddr = shared.Addr()
+		return shared.Close, nil
+	})
 }
 
 var seq atomic.Int64
@@ -56,12 +50,12 @@ func uniq(t testing.TB) string {
 
 // leakCheck fails the test if it leaves goroutines behind. Call it first, so
 // that it runs after the test's other clean-ups (clients closed, servers
-// stopped). The goroutines those clean-ups stop get redistest.LeakPatience
+// stopped). The goroutines those clean-ups stop get testmain.LeakPatience
 // to end: a loaded machine may take well over goleak's own half second.
 func leakCheck(t *testing.T) {
 	before := goleak.IgnoreCurrent() // the shared server's and other tests' goroutines
 	t.Cleanup(func() {
-		if err := redistest.FindLeaks(before); err != nil {
+		if err := testmain.FindLeaks(before); err != nil {
 			t.Error(err)
 		}
 	})

@@ -302,6 +302,26 @@ func (c *config) validate() error {
 	if strings.ContainsAny(c.prefix, "{}") {
 		bad("WithPrefix(%q): the prefix must not contain '{' or '}'", c.prefix)
 	}
+	// A plugin that reports a configuration error of its own (a
+	// hotspot.Guard built with a bad option) would fail every request: the
+	// Locker reports it, so that Err and the adapters' checks see it first.
+	plugins := make([]any, 0, 1+len(c.handlers)+len(c.observers))
+	if c.queue != nil {
+		plugins = append(plugins, c.queue)
+	}
+	for _, h := range c.handlers {
+		plugins = append(plugins, h)
+	}
+	for _, o := range c.observers {
+		plugins = append(plugins, o)
+	}
+	for _, p := range plugins {
+		if e, ok := p.(interface{ Err() error }); ok {
+			if err := e.Err(); err != nil {
+				errs = append(errs, fmt.Errorf("%w: %T: %w", ErrInvalidOption, p, err))
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/hotspot"
+	"github.com/reqlock/reqlock/internal/adaptertest"
 	"github.com/reqlock/reqlock/internal/redistest"
 )
 
@@ -453,9 +454,9 @@ func TestLocalWaitSendsNothing(t *testing.T) {
 	rt := &redistest.RoundTrips{}
 	c.AddHook(rt)
 	g := hotspot.New(hotspot.WithKeys(name))
-	// Every store call takes slowStore's delay more: time the holder spends
+	// Every store call takes SlowStore's delay more: time the holder spends
 	// past its local turn, which its LocalWait must not count.
-	store := &slowStore{Store: core.NewRedisStore(c), delay: 100 * time.Millisecond}
+	store := &adaptertest.SlowStore{Store: core.NewRedisStore(c), Delay: 100 * time.Millisecond}
 	l := core.NewWithStore(store, core.WithHandlers(g), core.WithObservers(probe)) // after the Guard: it sees the local wait all the same
 	ctx := context.Background()
 	start := time.Now()
@@ -488,21 +489,10 @@ func TestLocalWaitSendsNothing(t *testing.T) {
 	// local turn only, and its Acquire took that, and the store's delay, and
 	// more. A LocalWait that counted the store's time too would be over
 	// took-delay (unless the rest of the Acquire stalled for over the delay).
-	if waits := probe.waits(); len(waits) != 2 || waits[0] > took-store.delay || waits[1] < 50*time.Millisecond {
+	if waits := probe.waits(); len(waits) != 2 || waits[0] > took-store.Delay || waits[1] < 50*time.Millisecond {
 		t.Fatalf("LocalWait of holder and waiter = %v, want at most %v (the holder's Acquire less the store's delay: the local lock was free) and at least 50ms",
-			waits, took-store.delay)
+			waits, took-store.Delay)
 	}
-}
-
-// slowStore is a Store whose TryAcquire takes delay more.
-type slowStore struct {
-	core.Store
-	delay time.Duration
-}
-
-func (s *slowStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
-	time.Sleep(s.delay)
-	return s.Store.TryAcquire(ctx, key, token, ttl, fenced)
 }
 
 func TestTimeoutWhileWaitingLocally(t *testing.T) {
@@ -1095,6 +1085,13 @@ func TestInvalidOptions(t *testing.T) {
 		rt := &redistest.RoundTrips{}
 		c := shared.Client(t)
 		c.AddHook(rt)
+		// The Locker reports its Guard's error before any request (the
+		// adapters check Locker.Err when they are built).
+		for _, opt := range []core.Option{core.WithHandlers(g), core.WithLocalQueue(g)} {
+			if err := core.New(c, opt).Err(); !errors.Is(err, core.ErrInvalidOption) {
+				t.Fatalf("Err of a Locker with an invalid Guard = %v, want ErrInvalidOption", err)
+			}
+		}
 		_, err := core.New(c, core.WithHandlers(g)).Acquire(context.Background(), uniq(t))
 		if !errors.Is(err, core.ErrInvalidOption) || rt.N.Load() != 0 {
 			t.Fatalf("Acquire through an invalid Guard = %v after %d commands, want ErrInvalidOption and none", err, rt.N.Load())

@@ -15,8 +15,8 @@ import (
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/hotspot"
-	"github.com/reqlock/reqlock/internal/adaptertest"
 	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/internal/testmain"
 )
 
 // shared is the redis-server the tests use; each test locks names of its own.
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	shared.Close()
 	if code == 0 {
-		if err := adaptertest.FindLeaks(); err != nil {
+		if err := testmain.FindLeaks(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
 			code = 1
 		}
@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 func leakCheck(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() {
-		if err := adaptertest.FindLeaks(before); err != nil { // patient: see adaptertest.LeakPatience
+		if err := testmain.FindLeaks(before); err != nil { // patient: see testmain.LeakPatience
 			t.Error(err)
 		}
 	})

@@ -46,7 +46,7 @@ func newSlowGuardEnv(t *testing.T, order int, guard *hotspot.Guard, delay time.D
 		plugins := append(append(before, e.handler), after...)
 		opts := append([]core.Option{core.WithHandlers(plugins...)}, opts...)
 		if delay > 0 {
-			e.locker = core.NewWithStore(&slowStore{Store: core.NewRedisStore(e.client), delay: delay}, opts...)
+			e.locker = core.NewWithStore(&adaptertest.SlowStore{Store: core.NewRedisStore(e.client), Delay: delay}, opts...)
 		} else {
 			e.locker = core.New(e.client, opts...)
 		}
@@ -55,17 +55,6 @@ func newSlowGuardEnv(t *testing.T, order int, guard *hotspot.Guard, delay time.D
 		}
 	}
 	return e
-}
-
-// slowStore is a Store whose TryAcquire takes delay more.
-type slowStore struct {
-	core.Store
-	delay time.Duration
-}
-
-func (s *slowStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
-	time.Sleep(s.delay)
-	return s.Store.TryAcquire(ctx, key, token, ttl, fenced)
 }
 
 // handOnce acquires name in e, parks a second acquire of it on the local

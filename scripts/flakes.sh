@@ -43,7 +43,19 @@ stop_hog() {
 		hog=
 	fi
 }
-trap stop_hog EXIT
+# Each run is a process group of its own (setsid), so that an interrupted
+# flakes.sh ends the run's test binaries and servers too, not only its shell.
+run=
+stop_run() {
+	if [ -n "$run" ]; then
+		kill -TERM -- "-$run" 2>/dev/null || true
+		sleep 1
+		kill -KILL -- "-$run" 2>/dev/null || true
+		run=
+	fi
+}
+trap 'stop_run; stop_hog' EXIT
+trap 'exit 130' INT TERM
 
 failed_runs=0
 for i in $(seq 1 "$runs"); do
@@ -57,7 +69,10 @@ for i in $(seq 1 "$runs"); do
 	log="$out/run-$i.log"
 	start=$(date +%s)
 	rc=0
-	(cd "$dir/p" && CI=true ./scripts/test.sh) >"$log" 2>&1 </dev/null || rc=$?
+	setsid bash -c 'cd "$1" && CI=true exec ./scripts/test.sh' flakes "$dir/p" >"$log" 2>&1 </dev/null &
+	run=$!
+	wait "$run" || rc=$?
+	run=
 	secs=$(($(date +%s) - start))
 	stop_hog
 	rm -rf "$dir"

@@ -2,14 +2,14 @@ package storetest_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/core/storetest"
 	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/internal/testmain"
 )
 
 // shared is the redis-server behind the broken stores; the real stores get
@@ -23,20 +23,14 @@ func (quiet) Printf(context.Context, string, ...interface{}) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
-	var err error
-	if shared, err = redistest.Launch(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	shared.Close()
-	if code == 0 {
-		if err := redistest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
+	testmain.Run(m, func() (func(), error) {
+		var err error
+		shared, err = redistest.Launch()
+		if err != nil {
+			return nil, err
 		}
-	}
-	os.Exit(code)
+		return shared.Close, nil
+	})
 }
 
 // proxied returns Options whose Down cuts every proxy and whose Up restores

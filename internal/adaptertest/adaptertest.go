@@ -18,6 +18,7 @@ import (
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/internal/testmain"
 )
 
 // Shared is the redis-server that a package's tests share (set by Main).
@@ -43,7 +44,7 @@ func Main(m *testing.M, before ...func()) {
 	code := m.Run()
 	Shared.Close()
 	if code == 0 {
-		if err := FindLeaks(Ignore...); err != nil {
+		if err := testmain.FindLeaks(Ignore...); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
 			code = 1
 		}
@@ -55,29 +56,10 @@ func Main(m *testing.M, before ...func()) {
 func LeakCheck(t *testing.T) {
 	opts := append([]goleak.Option{goleak.IgnoreCurrent()}, Ignore...)
 	t.Cleanup(func() {
-		if err := FindLeaks(opts...); err != nil {
+		if err := testmain.FindLeaks(opts...); err != nil {
 			t.Error(err)
 		}
 	})
-}
-
-// LeakPatience is how long FindLeaks waits for goroutines to end. Those a
-// test's clean-ups stop (a server's, a client's, the background clean-up of
-// a failed attempt) end soon, but "soon" on a loaded machine under the race
-// detector can be well over goleak's own patience of about half a second; a
-// goroutine really leaked stays for good and is reported all the same.
-const LeakPatience = 10 * time.Second
-
-// FindLeaks is goleak.Find with LeakPatience: it reports the goroutines
-// (other than those opts ignore) still running after that long.
-func FindLeaks(opts ...goleak.Option) error {
-	deadline := time.Now().Add(LeakPatience)
-	for {
-		err := goleak.Find(opts...) // retries for about half a second itself
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-	}
 }
 
 // Ignore lists the goroutines that Main and LeakCheck do not count as
@@ -304,4 +286,19 @@ func (r *Routes) Handler() core.Handler {
 func (r *Routes) Last() string {
 	s, _ := r.last.Load().(string)
 	return s
+}
+
+// SlowStore is a Store whose TryAcquire takes Delay more: a test that
+// bounds a time measured around a store call (a local wait) against the
+// delay stays true on a loaded machine, where a bound of a few
+// milliseconds would not.
+type SlowStore struct {
+	core.Store
+	Delay time.Duration
+}
+
+// TryAcquire sleeps Delay, then tries the wrapped store.
+func (s *SlowStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	time.Sleep(s.Delay)
+	return s.Store.TryAcquire(ctx, key, token, ttl, fenced)
 }

@@ -2,12 +2,12 @@ package redisscript_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/internal/testmain"
 )
 
 // quiet drops go-redis's own log lines; the tests check the errors they get.
@@ -17,14 +17,7 @@ func (quiet) Printf(context.Context, string, ...interface{}) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
-	code := m.Run()
-	if code == 0 {
-		if err := redistest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testmain.Run(m, nil)
 }
 
 // newClient starts a redis-server for t and returns a client of it; both

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/internal/testmain"
 )
 
 // leakCheck fails the test if it leaves goroutines behind, once its other
@@ -21,10 +22,10 @@ func leakCheck(t *testing.T) {
 }
 
 // noLeaks fails t if goroutines are left, once those that are ending have
-// had redistest.LeakPatience to end.
+// had testmain.LeakPatience to end.
 func noLeaks(t *testing.T) {
 	t.Helper()
-	if err := redistest.FindLeaks(); err != nil {
+	if err := testmain.FindLeaks(); err != nil {
 		t.Error(err)
 	}
 }

@@ -3,25 +3,17 @@ package undo
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/internal/testmain"
 )
 
 // TestMain fails a passing run that left goroutines behind, once those that
-// are ending have had redistest.LeakPatience to end.
+// are ending have had testmain.LeakPatience to end.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := redistest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testmain.Run(m, nil)
 }
 
 // store is a fake store: a map of keys to tokens, with a switch that makes
