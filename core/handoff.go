@@ -38,13 +38,13 @@ func (l *Lease) handoff(ctx context.Context, name string, ttl time.Duration) (*L
 		// A lease lost by its watchdog while it was being passed may still
 		// hold its key, and its holder ran no store release: delete it
 		// rather than strand it until its TTL.
-		undo := l.state == stateLost
+		undo, held := l.state == stateLost, l.ttl
 		if undo {
 			l.state = stateReleased
 		}
 		l.mu.Unlock()
 		if undo {
-			locker.undo(ctx, l.key, l.token)
+			locker.undo(ctx, l.key, l.token, held)
 		}
 		return nil, fmt.Errorf("%w: handoff %q: the lease was released or lost", ErrNotHeld, l.name)
 	}
@@ -74,7 +74,7 @@ func (l *Lease) handoff(ctx context.Context, name string, ttl time.Duration) (*L
 		// minority of nodes may hold the key after a quorum was missed)
 		// would otherwise stay locked without a holder until its TTL ends.
 		// Compare-and-delete only ever deletes our own token.
-		locker.undo(ctx, l.key, l.token)
+		locker.undo(ctx, l.key, l.token, max(ttl, heldTTL))
 	}
 	switch {
 	case err != nil:

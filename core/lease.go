@@ -296,8 +296,11 @@ var errReleasePanicked = errors.New("reqlock: release: the handler chain panicke
 // Handlers; or, with a local queue (WithLocalQueue) that has a waiter for the
 // name, hands the lock over to it without a store call. It never deletes a
 // key that another holder has taken since: it returns an error wrapping
-// ErrNotHeld when the lock had expired, or ErrStorage when the store failed
-// (the lock then expires on its TTL).
+// ErrNotHeld when the lock had expired, or ErrStorage when the store failed:
+// a store that is an Undoer (Redis, Redlock, rueidis, memcached, SQL) then
+// keeps trying to delete it in the background, so that the name is free
+// as soon as the store or the link heals; with the others, the lock
+// expires on its TTL.
 //
 // Release works on a cancelled or expired context: it keeps ctx's values but
 // not its cancellation, and bounds the call with the Locker's I/O timeout, so

@@ -533,8 +533,15 @@ func (l *Locker) unlock(ctx context.Context, lease *Lease) error {
 func (l *Locker) unlockStore(ctx context.Context, lease *Lease) error {
 	ioCtx, cancel := context.WithTimeout(detach(ctx), l.cfg.ioTimeout)
 	defer cancel()
+	sent := time.Now()
 	ok, err := l.store.Release(ioCtx, lease.key, lease.token)
 	if err != nil {
+		// The release may not have reached the store: an Undoer retries it
+		// in the background, so that a healed link or a resumed server
+		// frees the name at once rather than at the end of its TTL.
+		if u, ok := l.store.(Undoer); ok {
+			u.Undo(ioCtx, lease.key, lease.token, lease.TTL(), sent)
+		}
 		return l.storageErr("release", lease.name, err)
 	}
 	if !ok {
@@ -543,12 +550,18 @@ func (l *Locker) unlockStore(ctx context.Context, lease *Lease) error {
 	return nil
 }
 
-// undo removes a lock that the Locker holds with no lease to release it
-// (a hand-over that failed, a lease its watchdog gave up), if it still holds
-// token; it is bounded by the I/O timeout.
-func (l *Locker) undo(ctx context.Context, key, token string) {
+// undo removes a lock held for ttl that the Locker holds with no lease to
+// release it (a hand-over that failed, a lease its watchdog gave up), if it
+// still holds token: through an Undoer, at once and then in the background
+// until it matters no more; otherwise one compare-and-delete. It is bounded
+// by the I/O timeout.
+func (l *Locker) undo(ctx context.Context, key, token string, ttl time.Duration) {
 	ioCtx, cancel := context.WithTimeout(detach(ctx), l.cfg.ioTimeout)
 	defer cancel()
+	if u, ok := l.store.(Undoer); ok {
+		u.Undo(ioCtx, key, token, ttl, time.Now())
+		return
+	}
 	_, _ = l.store.Release(ioCtx, key, token)
 }
 

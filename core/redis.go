@@ -266,6 +266,13 @@ func (s *redisStore) Release(ctx context.Context, key, token string) (bool, erro
 	return n == 1, s.failed(err)
 }
 
+// Undo is the clean-up of a failed attempt (see TryAcquire) for a lock to
+// remove in the background: release.lua, at once within ctx, then every
+// 250 ms until it matters no more (internal/undo).
+func (s *redisStore) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	s.undo(ctx, key, token, ttl, sent)
+}
+
 // release runs release.lua for key and token (see call).
 func (s *redisStore) release(ctx context.Context, key, token string) (int64, error) {
 	return call(ctx, s, releaseScript, s.releaseArgs(key, token), redis.NewCmd).Int64()

@@ -158,6 +158,27 @@ func (r *redlockStore) Close() error {
 	return errors.Join(errs...)
 }
 
+// Undo hands the removal of key to every node that can do it in the
+// background (Undoer), all at once; a node that cannot gets one
+// compare-and-delete within ctx.
+func (r *redlockStore) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	var wg sync.WaitGroup
+	for _, n := range r.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if u, ok := n.(Undoer); ok {
+				u.Undo(ctx, key, token, ttl, sent)
+				return
+			}
+			if ctx.Err() == nil {
+				_, _ = n.Release(ctx, key, token)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // quorumError is the storage error of a Redlock operation for which too many
 // nodes failed to reach a quorum. It wraps the nodes' errors.
 type quorumError struct {

@@ -20,7 +20,8 @@ import (
 // (never as ErrTimeout).
 //
 // Optional capabilities are discovered by interface assertion: Notifier
-// (push wake-ups for WithNotify), FenceRaiser (fencing on a Redlock quorum)
+// (push wake-ups for WithNotify), FenceRaiser (fencing on a Redlock quorum),
+// Queuer (WithFair), Undoer (failed releases finished in the background)
 // and io.Closer (closed by the Locker that built the store: New and
 // NewRedlock; a store given to NewWithStore is the caller's to close).
 //
@@ -66,6 +67,24 @@ type Notifier interface {
 	// release of key, until stop is called. Notices may be lost (a dropped
 	// connection); waiters still retry at the end of their sleep.
 	Watch(key string) (c <-chan struct{}, stop func())
+}
+
+// Undoer is the optional capability of a Store that removes a lock in the
+// background, as it removes what a failed TryAcquire may have set: a
+// compare-and-delete by token, at once within ctx if ctx has time left,
+// then again (the Redis store: every 250 ms) until it deletes the key, or
+// the store has answered for ttl since the call was sent at sent, or the
+// store is closed. It never removes a key that another token holds.
+//
+// The Locker calls it where a lock would otherwise be left held by nobody
+// until its TTL: a Release that failed with a storage error (the command
+// may not have reached the store; a healed link or a resumed server lets
+// the retry through), and a lock it holds without a lease to release it (a
+// hand-over that failed, a lease its watchdog gave up). A store without it
+// gets one compare-and-delete within the I/O timeout there, and a failed
+// Release leaves the lock to its TTL.
+type Undoer interface {
+	Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time)
 }
 
 // FenceRaiser is the optional capability of a Store that can raise the

@@ -81,8 +81,9 @@ const (
 	// then deleted the key if it was still there). Part of the critical
 	// section ran without the lock, or with Done closed.
 	OutcomeLost = "lost"
-	// OutcomeError is also the outcome of a release that Redis failed; the
-	// lock then expires on its TTL.
+	// OutcomeError is also the outcome of a release that the store failed;
+	// the store removes the lock in the background when it can (see
+	// core.Undoer), or it expires on its TTL.
 )
 
 // Values of error.type. They name the kind of the error, never its text,

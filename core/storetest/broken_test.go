@@ -373,6 +373,25 @@ func (q pollRequeuesAtHead) Poll(ctx context.Context, key string, waiters []core
 	return q.real().Poll(ctx, key, waiters, patience, fenced)
 }
 
+// undoing is the real store's Undo (the Redis store is a core.Undoer).
+type undoing struct{ base }
+
+func (s undoing) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	s.Store.(core.Undoer).Undo(ctx, key, token, ttl, sent)
+}
+
+// undoIgnoresToken deletes the key whoever holds it.
+type undoIgnoresToken struct{ undoing }
+
+func (s undoIgnoresToken) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	_ = s.c.Del(ctx, key).Err()
+}
+
+// undoNothing removes nothing.
+type undoNothing struct{ undoing }
+
+func (undoNothing) Undo(context.Context, string, string, time.Duration, time.Time) {}
+
 // brokenCase is a store that breaks property, described by store, and a
 // piece of the failure the suite must report.
 type brokenCase struct {
@@ -410,6 +429,16 @@ var brokenCases = []brokenCase{
 	{
 		property: "ReleaseByOtherTokenKeepsLock", store: "Release ignores the token",
 		wrap: func(b base) core.Store { return releaseIgnoresToken{b} },
+		want: "with a token that does not hold it freed the lock",
+	},
+	{
+		property: "UndoByHolderFreesLock", store: "Undo removes nothing",
+		wrap: func(b base) core.Store { return undoNothing{undoing{b}} },
+		want: "by the token that holds it left the lock held",
+	},
+	{
+		property: "UndoByOtherTokenKeepsLock", store: "Undo ignores the token",
+		wrap: func(b base) core.Store { return undoIgnoresToken{undoing{b}} },
 		want: "with a token that does not hold it freed the lock",
 	},
 	{

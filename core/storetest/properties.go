@@ -28,6 +28,8 @@ var properties = []property{
 	{"CancelIsContextCanceled", cancelIsContextCanceled},
 	{"DeadlineIsContextDeadlineExceeded", deadlineIsContextDeadlineExceeded},
 	{"StoreDownIsErrStorage", storeDownIsErrStorage},
+	{"UndoByHolderFreesLock", undoByHolderFreesLock},
+	{"UndoByOtherTokenKeepsLock", undoByOtherTokenKeepsLock},
 	{"NotifierWakesWatchers", notifierWakesWatchers},
 	{"FairMutualExclusion", fairMutualExclusion},
 	{"FairGrantsInArrivalOrder", fairGrantsInArrivalOrder},

@@ -83,6 +83,18 @@ func TestAnalyseOverlaps(t *testing.T) {
 		t.Errorf("after FLUSHALL: %d explained, %d unexplained; want 1 and 0", a.overlapsReset, a.overlapsUnexplained)
 	}
 
+	// A reset that ran after the first acquire's command was sent (known
+	// from its first ValidUntil) and before that Acquire returned forgot
+	// the first lock: explained. One before the command was sent did not.
+	// Sent at 999 ms: a validity of 2977 ms is the 2 s TTL less 22 ms.
+	raced := join(held(0, 0, 0, at(1000), at(1100), at(2977), 0, false), held(1, 0, 0, at(1001), at(1050), at(3000), 0, false))
+	if a := synthetic(t, raced, []fault{{kind: flushall, proc: -1, start: at(999), end: at(999)}}).analyse(); a.overlapsReset != 1 || a.overlapsUnexplained != 0 {
+		t.Errorf("FLUSHALL between the first acquire's send and its return: %d explained, %d unexplained; want 1 and 0", a.overlapsReset, a.overlapsUnexplained)
+	}
+	if a := synthetic(t, raced, []fault{{kind: flushall, proc: -1, start: at(990), end: at(990)}}).analyse(); a.overlapsUnexplained != 1 {
+		t.Errorf("FLUSHALL before the first acquire's command was sent: %d unexplained, want 1", a.overlapsUnexplained)
+	}
+
 	// One after the other, or two sections of one goroutine: no overlap.
 	seq := join(held(0, 0, 0, at(100), at(200), at(2100), 0, false), held(0, 0, 1, at(210), at(300), at(2200), 0, false))
 	if a := synthetic(t, seq, nil).analyse(); a.overlapsUnexplained+a.overlapsFrozen+a.overlapsReset+a.overlapsRanOut != 0 {

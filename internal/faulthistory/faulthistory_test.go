@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/internal/testmain"
 )
 
 // The run's shape: 3 processes × 4 goroutines on one name.
@@ -73,7 +73,7 @@ func TestFaultHistory(t *testing.T) {
 	if os.Getenv(enableEnv) != "1" {
 		t.Skipf("set %s=1 to run it (./scripts/test.sh does, on its own after the modules' tests)", enableEnv)
 	}
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testmain.LeakCheck(t)
 	variants := []variant{{name: "plain"}, {name: "watchdog+fencing", watchdog: true, fencing: true}}
 	var names []string
 	var as []*analysis

@@ -64,6 +64,7 @@ func parseID(s string) (id, bool) {
 type section struct {
 	id       id
 	called   int64 // Acquire called
+	sent     int64 // the acquiring command sent (see add)
 	acquired int64 // Acquire returned
 	released int64 // Release called; math.MaxInt64 when never
 	valid    int64 // ValidUntil, as last seen
@@ -164,7 +165,11 @@ func (h *history) add(r record) error {
 	s := h.sections[i]
 	switch r.Kind {
 	case "acq":
-		h.sections[i] = &section{id: i, called: r.Called, acquired: r.At, released: math.MaxInt64, valid: r.Valid, fence: r.Fence, token: r.Token}
+		// The lease's first ValidUntil is the TTL from when its acquiring
+		// command was sent, less 1% and 2 ms (core.Lease.ValidUntil): so
+		// the command was sent then, between the call and the return.
+		sent := min(max(r.Called, r.Valid-int64(ttl-ttl/100-2*time.Millisecond)), r.At)
+		h.sections[i] = &section{id: i, called: r.Called, sent: sent, acquired: r.At, released: math.MaxInt64, valid: r.Valid, fence: r.Fence, token: r.Token}
 		return nil
 	case "end":
 		for k, n := range r.Errors {
@@ -299,7 +304,10 @@ func (h *history) analyse() *analysis {
 				break
 			}
 			switch {
-			case h.resetBetween(s1.acquired, s2.acquired):
+			case h.resetBetween(s1.sent, s2.acquired):
+				// The store forgot s1's lock: a reset after its command
+				// was sent (it may have run before the reset, its reply
+				// read after it).
 				a.overlapsReset++
 			case s2.acquired >= s1.validEnd() && h.frozenDuring(s1.id.proc, s1.called, s2.acquired):
 				a.overlapsFrozen++

@@ -25,7 +25,8 @@ type Store struct {
 }
 
 var (
-	_ core.Store = (*Store)(nil)
+	_ core.Store  = (*Store)(nil)
+	_ core.Undoer = (*Store)(nil)
 
 	// errContention reports a compare-and-swap that kept failing because the
 	// item kept changing (the holder's own concurrent Extends).
@@ -241,6 +242,13 @@ func (s *Store) compareAndExtend(ctx context.Context, k, token string, exp int32
 // at once (a later gets misses, and add succeeds).
 func (s *Store) compareAndDelete(ctx context.Context, k, token string) (bool, error) {
 	return s.compareAndSwap(ctx, k, token, memcache.Item{Expiration: -1})
+}
+
+// Undo removes key if it holds token, at once within ctx and then in the
+// background, as the clean-up of a failed attempt does (core.Undoer): the
+// Locker hands it a release that failed.
+func (s *Store) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	s.undo(ctx, itemKey(key), token, ttl, sent)
 }
 
 // undo removes what a failed attempt may have set (see TryAcquire).

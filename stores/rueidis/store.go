@@ -48,6 +48,7 @@ var (
 	_ core.Notifier    = (*Store)(nil)
 	_ core.FenceRaiser = (*Store)(nil)
 	_ core.Queuer      = (*Store)(nil)
+	_ core.Undoer      = (*Store)(nil)
 )
 
 // The scripts, shared with the go-redis store of core (internal/redisscript).
@@ -330,6 +331,13 @@ func (s *Store) subscriber() *notifier {
 		s.notifier = newNotifier(s.client, s.ioTimeout, s.linger)
 	}
 	return s.notifier
+}
+
+// Undo removes key if it holds token, at once within ctx and then in the
+// background, as the clean-up of a failed attempt does (core.Undoer): the
+// Locker hands it a release that failed.
+func (s *Store) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	s.undo(ctx, key, token, ttl, sent)
 }
 
 // undo removes what a failed attempt may have set (see TryAcquire).

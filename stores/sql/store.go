@@ -41,7 +41,8 @@ type Store struct {
 }
 
 var (
-	_ core.Store = (*Store)(nil)
+	_ core.Store  = (*Store)(nil)
+	_ core.Undoer = (*Store)(nil)
 )
 
 // New returns a Store that keeps its locks in a table of the database db,

@@ -28,6 +28,13 @@ func newUndos(s *Store) *undo.Queue {
 	return undo.NewQueue(s.sweep, nil)
 }
 
+// Undo removes key if it holds token, at once within ctx and then in the
+// background, as the clean-up of a failed attempt does (core.Undoer): the
+// Locker hands it a release that failed.
+func (s *Store) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	s.undo(ctx, key, token, ttl, sent)
+}
+
 // undo cleans up after the failed attempt of token on key (with ttl, sent
 // at sent): once within ctx if ctx has time left, then in the background.
 // It never holds the caller past ctx.
