@@ -559,7 +559,22 @@ func TestFairPollsOncePerNameForAllWaiters(t *testing.T) {
 		}()
 	}
 	waitQueued(t, holder, name, waiters)
-	_, before, _ := q.counts()
+	// A waiter joins its Locker's line only after its Enqueue returns, so a
+	// Poll may start after the store has queued all six and before the
+	// last of them joined (a goroutine held up between the two): count from
+	// the first Poll that included them all. Once in line, a waiter stays
+	// there until it is granted the lock (its wait budget is 20 s).
+	var before []int
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, polls, _ := q.counts()
+		if n := len(polls); n > 0 && polls[n-1] == waiters {
+			before = polls
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Poll of all %d waiters within 20 s: %v", waiters, polls)
+		}
+	}
 	start := time.Now()
 	time.Sleep(4 * patience)
 	elapsed := time.Since(start)
