@@ -206,7 +206,7 @@ func (s *redisStore) attempt(ctx context.Context, key, token string, ttl time.Du
 	sent := time.Now()
 	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced, free)
 	if err != nil && mayHaveApplied(err) {
-		s.undo(ctx, key, token, ttl, sent)
+		s.Undo(ctx, key, token, ttl, sent)
 	}
 	return ok, fence, s.failed(err)
 }
@@ -264,13 +264,6 @@ func isSyntaxError(err error) bool {
 func (s *redisStore) Release(ctx context.Context, key, token string) (bool, error) {
 	n, err := s.release(ctx, key, token)
 	return n == 1, s.failed(err)
-}
-
-// Undo is the clean-up of a failed attempt (see TryAcquire) for a lock to
-// remove in the background: release.lua, at once within ctx, then every
-// 250 ms until it matters no more (internal/undo).
-func (s *redisStore) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
-	s.undo(ctx, key, token, ttl, sent)
 }
 
 // release runs release.lua for key and token (see call).
@@ -332,7 +325,7 @@ func (s *redisStore) Enqueue(ctx context.Context, key, token string, ttl, patien
 		if mayHaveApplied(err) {
 			// The call may have taken key, or queued token: leave, at once
 			// and in the background, as a failed TryAcquire is undone.
-			s.undo(ctx, key, token, ttl, sent)
+			s.Undo(ctx, key, token, ttl, sent)
 		}
 		return Grant{}, s.failed(err)
 	}

@@ -23,12 +23,12 @@ func newUndos(s *redisStore) *undo.Queue {
 	return undo.NewQueue(s.sweep, s.undoTimeout)
 }
 
-// undo removes what a failed attempt (token on key, with ttl, sent at sent)
-// may have set: a compare-and-delete at once within ctx (the attempt's
-// context, whose deadline is the Locker's I/O timeout) if ctx has time
-// left, then in the background until it no longer matters (see
-// internal/undo). It never holds the caller past ctx.
-func (s *redisStore) undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+// Undo removes what a failed attempt (token on key, with ttl, sent at sent)
+// may have set, or a lock the Locker gives up (core.Undoer): a
+// compare-and-delete at once within ctx if ctx has time left, then in the
+// background until it no longer matters (see internal/undo). It never holds
+// the caller past ctx.
+func (s *redisStore) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	s.undos.Undo(ctx, key, token, ttl, sent, func(ctx context.Context) undo.Outcome {
 		n, err := s.release(ctx, key, token)
 		return undoOutcome(n, err)

@@ -149,7 +149,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced)
 	if err != nil {
 		if mayHaveApplied(err) {
-			s.undo(ctx, key, token, ttl, sent)
+			s.Undo(ctx, key, token, ttl, sent)
 		}
 		return false, 0, fmt.Errorf("rueidisstore: acquire %s: %w", key, err)
 	}
@@ -266,7 +266,7 @@ func (s *Store) Enqueue(ctx context.Context, key, token string, ttl, patience ti
 	r, err := s.run(ctx, enqueueScript, redisscript.Keys(key), token, ms(ttl), ms(patience), redisscript.Flag(fenced), redisscript.Channel(key), ms(redisscript.FenceGrace)).AsIntSlice()
 	if err != nil {
 		if mayHaveApplied(err) {
-			s.undo(ctx, key, token, ttl, sent)
+			s.Undo(ctx, key, token, ttl, sent)
 		}
 		return core.Grant{}, fmt.Errorf("rueidisstore: enqueue %s: %w", key, err)
 	}
@@ -334,14 +334,9 @@ func (s *Store) subscriber() *notifier {
 }
 
 // Undo removes key if it holds token, at once within ctx and then in the
-// background, as the clean-up of a failed attempt does (core.Undoer): the
-// Locker hands it a release that failed.
+// background (core.Undoer): the clean-up of a failed attempt (see
+// TryAcquire), and of a release that failed.
 func (s *Store) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
-	s.undo(ctx, key, token, ttl, sent)
-}
-
-// undo removes what a failed attempt may have set (see TryAcquire).
-func (s *Store) undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	s.undos.Undo(ctx, key, token, ttl, sent, func(ctx context.Context) undo.Outcome {
 		n, err := s.run(ctx, releaseScript, redisscript.Keys(key), s.releaseArgs(key, token)...).AsInt64()
 		return undoOutcome(n, err)

@@ -172,7 +172,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced)
 	if err != nil {
 		if mayHaveApplied(err) && !s.noUndo {
-			s.undo(ctx, key, token, ttl, sent)
+			s.Undo(ctx, key, token, ttl, sent)
 		}
 		return false, 0, s.fail(ctx, "acquire "+strconv.Quote(key), err)
 	}

@@ -28,17 +28,10 @@ func newUndos(s *Store) *undo.Queue {
 	return undo.NewQueue(s.sweep, nil)
 }
 
-// Undo removes key if it holds token, at once within ctx and then in the
-// background, as the clean-up of a failed attempt does (core.Undoer): the
-// Locker hands it a release that failed.
+// Undo cleans up after the failed attempt of token on key (with ttl, sent
+// at sent), or a release that failed (core.Undoer): once within ctx if ctx
+// has time left, then in the background. It never holds the caller past ctx.
 func (s *Store) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
-	s.undo(ctx, key, token, ttl, sent)
-}
-
-// undo cleans up after the failed attempt of token on key (with ttl, sent
-// at sent): once within ctx if ctx has time left, then in the background.
-// It never holds the caller past ctx.
-func (s *Store) undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	s.undos.Undo(ctx, key, token, ttl, sent, func(ctx context.Context) undo.Outcome {
 		return undoOutcome(s.free(ctx, key, token))
 	})
