@@ -27,10 +27,14 @@ const DefaultFairPatience = time.Second
 // same round trip as that attempt (a sorted set and a hash next to the lock,
 // in its hash slot). A release grants the lock to the first live waiter in
 // the release script (the key is set to the waiter's token, with a fence
-// drawn if the waiter asked for one) and tells it by pub/sub: a hand-over
-// between processes costs the releaser's one round trip and the new holder
-// none. A waiter that misses the message learns of its grant at its next
-// poll.
+// drawn if the waiter asked for one) and tells it by pub/sub. The message
+// is a hint: the waiter's process polls at once, and the lease is dated
+// from that poll's answer, which says whether the store holds the name for
+// it and for how long. A message heard late (after the grant expired and
+// the name passed to the next waiter) gives no lease, and a lease is never
+// valid from before its grant. A hand-over between processes costs the
+// releaser's one round trip and the new holder's one. A waiter that misses
+// the message learns of its grant at its next poll.
 //
 // A Locker polls the store every third of the patience (WithFairPatience,
 // default 1 s) for all its waiters of a name, in one round trip, which
@@ -70,9 +74,9 @@ func WithFairPatience(d time.Duration) Option {
 // minFairPatience is the smallest patience WithFairPatience takes.
 const minFairPatience = 30 * time.Millisecond
 
-// waitInLine is spin for WithFair: queue in the store, wait for a grant (by
-// pub/sub, or found by the poll of the Locker's waiters of the key), give up
-// at the deadline.
+// waitInLine is spin for WithFair: queue in the store, wait for a grant
+// (heard by pub/sub and confirmed by a poll, or found by the periodic poll
+// of the Locker's waiters of the key), give up at the deadline.
 func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 	// One token for the whole wait: it is the waiter's place in the queue.
 	// It is never used again after a failed call, whose clean-up the store
@@ -104,7 +108,7 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 	defer timer.Stop()
 	grants, stop := l.queuer.Grants(req.Key, token)
 	defer stop()
-	w := l.lines.join(l, req.Key, token, req.TTL, sent)
+	w := l.lines.join(l, req.Key, token, req.TTL)
 	gaveUp := func() {
 		req.Attempts += l.lines.leave(w)
 		l.leaveLine(ctx, req, token)
@@ -129,16 +133,15 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 			}
 			req.Attempts += l.lines.leave(w)
 			return l.grantedLease(req, token, p.grant, p.sent), nil
-		case g := <-grants:
-			if !g.OK { // a poll request: a grant may have been missed
-				w.line.kick()
-				continue
-			}
-			// The grant came after the last poll that found us waiting, so
-			// after that poll was sent: the lock lives at least g.TTL from
-			// then, whenever the message arrived.
-			req.Attempts += l.lines.leave(w)
-			return l.grantedLease(req, token, g, l.lines.since(w)), nil
+		case <-grants:
+			// A grant heard, or a request to poll (a grant may have been
+			// missed): either way a hint, confirmed by a poll now. The
+			// message may come late (a slow connection, a paused process),
+			// after the grant expired and the name passed on; when, the
+			// client cannot tell. The poll's answer can: it says whether
+			// the store holds the name for us, and for how long from a
+			// moment after the poll was sent.
+			w.line.kick()
 		}
 	}
 }
@@ -176,10 +179,8 @@ type inLine struct {
 	line  *line
 	token string
 	ttl   time.Duration
-	// last is when the last poll that found the waiter waiting was sent
-	// (its Enqueue to begin with); polls counts the polls that included it.
-	// Both are guarded by lines.mu.
-	last   time.Time
+	// polls counts the polls that included the waiter (guarded by
+	// lines.mu).
 	polls  int
 	polled chan polled // the grant or the error of a poll, once
 }
@@ -192,9 +193,9 @@ type polled struct {
 	err   error
 }
 
-// join adds the waiter of token, queued by an Enqueue sent at sent, to the
-// line of key, and starts the line's poller when it is the first.
-func (ls *lines) join(l *Locker, key, token string, ttl time.Duration, sent time.Time) *inLine {
+// join adds the waiter of token to the line of key, and starts the line's
+// poller when it is the first.
+func (ls *lines) join(l *Locker, key, token string, ttl time.Duration) *inLine {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ln := ls.m[key]
@@ -206,7 +207,7 @@ func (ls *lines) join(l *Locker, key, token string, ttl time.Duration, sent time
 		ls.m[key] = ln
 		go l.keepLine(ln)
 	}
-	w := &inLine{line: ln, token: token, ttl: ttl, last: sent, polled: make(chan polled, 1)}
+	w := &inLine{line: ln, token: token, ttl: ttl, polled: make(chan polled, 1)}
 	ln.waiters[w.token] = w
 	return w
 }
@@ -231,13 +232,6 @@ func (ls *lines) leave(w *inLine) int {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return w.polls
-}
-
-// since returns when the last poll that found w waiting was sent.
-func (ls *lines) since(w *inLine) time.Time {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return w.last
 }
 
 // kick asks the line's poller for a poll now.
@@ -301,8 +295,6 @@ func (l *Locker) pollLine(ln *line) {
 			w.answer(polled{err: err})
 		case j == i:
 			w.answer(polled{grant: g, sent: sent})
-		default:
-			w.last = sent
 		}
 	}
 	ln.inFlight = nil
