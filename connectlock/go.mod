@@ -1,6 +1,6 @@
 module github.com/reqlock/reqlock/connectlock
 
-go 1.24.0
+go 1.26.0
 
 require (
 	connectrpc.com/connect v1.19.2

@@ -1,6 +1,6 @@
 module github.com/reqlock/reqlock/examples
 
-go 1.24.0
+go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0

@@ -1,6 +1,6 @@
 module github.com/reqlock/reqlock/fiberlock
 
-go 1.24.0
+go 1.26.0
 
 require (
 	github.com/gofiber/fiber/v2 v2.52.15

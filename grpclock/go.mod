@@ -1,6 +1,6 @@
 module github.com/reqlock/reqlock/grpclock
 
-go 1.24.0
+go 1.26.0
 
 require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4

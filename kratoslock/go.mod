@@ -1,6 +1,6 @@
 module github.com/reqlock/reqlock/kratoslock
 
-go 1.24.0
+go 1.26.0
 
 require (
 	github.com/go-kratos/kratos/v2 v2.8.3

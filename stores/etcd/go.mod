@@ -1,6 +1,6 @@
 module github.com/reqlock/reqlock/stores/etcd
 
-go 1.24.0
+go 1.26.0
 
 require (
 	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000

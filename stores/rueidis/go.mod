@@ -1,6 +1,6 @@
 module github.com/reqlock/reqlock/stores/rueidis
 
-go 1.24.0
+go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.22.0

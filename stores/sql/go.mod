@@ -1,6 +1,6 @@
 module github.com/reqlock/reqlock/stores/sql
 
-go 1.24.0
+go 1.26.0
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1

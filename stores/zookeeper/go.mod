@@ -1,6 +1,6 @@
 module github.com/reqlock/reqlock/stores/zookeeper
 
-go 1.24.0
+go 1.26.0
 
 require (
 	github.com/go-zookeeper/zk v1.0.4
