@@ -91,6 +91,9 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 	g, err := l.queuer.Enqueue(ioCtx, req.Key, token, req.TTL, l.cfg.fairPatience, l.cfg.fencing)
 	cancel()
 	if err != nil {
+		// The Enqueue may still land (a stalled store runs it when it
+		// resumes) and queue a waiter that has gone.
+		l.dropPlace(ctx, req.Key, token)
 		if cerr := callerErr(ctx); cerr != nil {
 			return nil, cerr
 		}
@@ -123,9 +126,12 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 			return nil, l.timeoutErr(ctx, req)
 		case p := <-w.polled:
 			if p.err != nil {
-				// The poll may have granted us the lock before it failed:
-				// leave the line as a waiter that gives up does.
-				gaveUp()
+				// The poll may have granted us the lock before it failed,
+				// or may still land (a stalled store runs it when it
+				// resumes) and queue us again: give up our place, in the
+				// background until it can land no more.
+				req.Attempts += l.lines.leave(w)
+				l.dropPlace(ctx, req.Key, token)
 				if cerr := callerErr(ctx); cerr != nil {
 					return nil, cerr
 				}
@@ -148,12 +154,35 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 
 // leaveLine takes token out of the queue of req's name: the waiter gives
 // up. A grant that reached it meanwhile is passed on by the store. It is
-// bounded by the I/O timeout; if it fails, the waiter's place dies after
-// its patience all the same.
+// bounded by the I/O timeout; a Dequeue that fails is finished by
+// dropPlace.
 func (l *Locker) leaveLine(ctx context.Context, req *Request, token string) {
 	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
 	defer cancel()
-	_ = l.queuer.Dequeue(ioCtx, req.Key, token)
+	if l.queuer.Dequeue(ioCtx, req.Key, token) != nil {
+		l.dropPlace(ctx, req.Key, token)
+	}
+}
+
+// dropPlace takes token, a waiter that has gone, out of key's queue and
+// passes on a grant it holds, where a call of the waiter failed and may
+// still land: an Enqueue or a Poll sent into a stalled store runs when it
+// resumes and queues the waiter again (a place nobody keeps alive, which
+// delays those behind it by a patience, and which a release may grant the
+// name to); a failed Dequeue may have done nothing. Through an Undoer (a
+// Queuer's Undo takes a token that does not hold the key out of its queue)
+// it is sent at once and then in the background until a late call can no
+// longer matter (the store has answered for a patience, the life of a
+// place); otherwise one Dequeue, and the place dies after its patience. It
+// is bounded by the I/O timeout.
+func (l *Locker) dropPlace(ctx context.Context, key, token string) {
+	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
+	defer cancel()
+	if u, ok := l.store.(Undoer); ok {
+		u.Undo(ioCtx, key, token, l.cfg.fairPatience, time.Now())
+		return
+	}
+	_ = l.queuer.Dequeue(ioCtx, key, token)
 }
 
 // lines are a Locker's fair waiters, by key. One goroutine per key with

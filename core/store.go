@@ -21,9 +21,10 @@ import (
 //
 // Optional capabilities are discovered by interface assertion: Notifier
 // (push wake-ups for WithNotify), FenceRaiser (fencing on a Redlock quorum),
-// Queuer (WithFair), Undoer (failed releases finished in the background)
-// and io.Closer (closed by the Locker that built the store: New and
-// NewRedlock; a store given to NewWithStore is the caller's to close).
+// Queuer (WithFair), Undoer (failed releases finished in the background),
+// TTLRounder (a store that holds locks longer than asked) and io.Closer
+// (closed by the Locker that built the store: New and NewRedlock; a store
+// given to NewWithStore is the caller's to close).
 //
 // core/storetest.Run is the conformance suite every Store passes.
 type Store interface {
@@ -83,8 +84,35 @@ type Notifier interface {
 // hand-over that failed, a lease its watchdog gave up). A store without it
 // gets one compare-and-delete within the I/O timeout there, and a failed
 // Release leaves the lock to its TTL.
+//
+// A Queuer's Undo also takes a token that does not hold key out of key's
+// queue: the Locker undoes the place of a waiter that has gone when one of
+// its calls failed (an Enqueue or a Poll that a stalled store may still run
+// and queue it again; a Dequeue that may have done nothing), with the
+// patience as ttl.
 type Undoer interface {
 	Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time)
+}
+
+// TTLRounder is the optional capability of a Store that does not hold a
+// lock for exactly the TTL it is asked for: a store whose TTLs have a
+// coarser resolution than the Locker's milliseconds, or a floor (etcd's
+// leases count whole seconds and are raised to the server's minimum TTL, so
+// that a lock asked for 300 ms is held for 2 s). StoreTTL returns how long
+// the store holds a lock that TryAcquire or Extend set with ttl.
+//
+// The Locker asks it after each successful TryAcquire and Extend, and
+// reports the answer, not the TTL it asked for, as Lease.TTL: that is how
+// long the name stays taken if the holder dies. It also counts the lease's
+// validity (Lease.ValidUntil, Done, the watchdog's schedule) from it, so a
+// store must never answer more than it holds: a store that holds a lock
+// longer than it says is safe (the lease gives up early), one that holds it
+// for less is not. The answer must not depend on the lock (one answer per
+// ttl at a time), and a TTL the store answered must be held as it is
+// (StoreTTL(StoreTTL(ttl)) == StoreTTL(ttl)), since the watchdog renews with
+// it. A store without it holds what it is asked.
+type TTLRounder interface {
+	StoreTTL(ttl time.Duration) time.Duration
 }
 
 // FenceRaiser is the optional capability of a Store that can raise the

@@ -24,10 +24,12 @@ func newUndos(s *redisStore) *undo.Queue {
 }
 
 // Undo removes what a failed attempt (token on key, with ttl, sent at sent)
-// may have set, or a lock the Locker gives up (core.Undoer): a
-// compare-and-delete at once within ctx if ctx has time left, then in the
-// background until it no longer matters (see internal/undo). It never holds
-// the caller past ctx.
+// may have set, a lock the Locker gives up, or the place of a fair waiter
+// that has gone (core.Undoer): a compare-and-delete at once within ctx if
+// ctx has time left, then in the background until it no longer matters (see
+// internal/undo). The release script is the compare-and-delete: it also
+// takes a token that does not hold the key out of the key's queue. It never
+// holds the caller past ctx.
 func (s *redisStore) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	s.undos.Undo(ctx, key, token, ttl, sent, func(ctx context.Context) undo.Outcome {
 		n, err := s.release(ctx, key, token)

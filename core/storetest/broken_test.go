@@ -392,6 +392,14 @@ type undoNothing struct{ undoing }
 
 func (undoNothing) Undo(context.Context, string, string, time.Duration, time.Time) {}
 
+// undoKeepsPlace is a Queuer whose Undo is a plain compare-and-delete: a
+// waiter's token stays in the queue.
+type undoKeepsPlace struct{ queue }
+
+func (q undoKeepsPlace) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	_ = q.c.Eval(ctx, `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`, []string{key}, token).Err()
+}
+
 // brokenCase is a store that breaks property, described by store, and a
 // piece of the failure the suite must report.
 type brokenCase struct {
@@ -440,6 +448,11 @@ var brokenCases = []brokenCase{
 		property: "UndoByOtherTokenKeepsLock", store: "Undo ignores the token",
 		wrap: func(b base) core.Store { return undoIgnoresToken{undoing{b}} },
 		want: "with a token that does not hold it freed the lock",
+	},
+	{
+		property: "UndoOfWaiterLeavesQueue", store: "Undo leaves a waiter its place",
+		wrap: func(b base) core.Store { return undoKeepsPlace{queue{b}} },
+		want: "granted it (to the waiter that had gone)",
 	},
 	{
 		property: "SecondReleaseReportsFalse", store: "Release always reports true",

@@ -30,6 +30,7 @@ var properties = []property{
 	{"StoreDownIsErrStorage", storeDownIsErrStorage},
 	{"UndoByHolderFreesLock", undoByHolderFreesLock},
 	{"UndoByOtherTokenKeepsLock", undoByOtherTokenKeepsLock},
+	{"UndoOfWaiterLeavesQueue", undoOfWaiterLeavesQueue},
 	{"NotifierWakesWatchers", notifierWakesWatchers},
 	{"FairMutualExclusion", fairMutualExclusion},
 	{"FairGrantsInArrivalOrder", fairGrantsInArrivalOrder},

@@ -8,7 +8,8 @@ import (
 
 // The properties of an Undoer (core.Undoer), the background removal to
 // which the Locker hands a failed release: it removes the key its token
-// holds, and never one that another token holds. Each is skipped for a
+// holds, and never one that another token holds; a Queuer's Undo also
+// takes a waiter that has gone out of the queue. Each is skipped for a
 // store that does not implement it.
 
 // undoer returns a new client of the store as an Undoer, or skips.
@@ -62,5 +63,33 @@ func undoByOtherTokenKeepsLock(s *suite) {
 	}
 	if !s.release(a, key, holder) {
 		s.t.Errorf("storetest: Release of %s by its holder reported false after another token's Undo", key)
+	}
+}
+
+// undoOfWaiterLeavesQueue: for a store that is a Queuer too, Undo with the
+// token of a waiter (which holds nothing) takes it out of the key's queue,
+// then and in the background: the holder's release grants the key to
+// nobody, where it would grant it to a waiter that has gone.
+func undoOfWaiterLeavesQueue(s *suite) {
+	st, u := s.undoer()
+	q, ok := st.(core.Queuer)
+	if !ok {
+		s.t.Skipf("storetest: %T does not implement core.Queuer: no queue to leave", st)
+	}
+	key, holder, waiter := s.key(), token(), token()
+	s.takeFree(q, key, holder)
+	s.queue(q, key, waiter, s.long, false)
+	ctx, cancel := call()
+	u.Undo(ctx, key, waiter, s.long, time.Now())
+	cancel()
+	time.Sleep(undoRounds)
+	if !s.held(st, key) {
+		s.t.Fatalf("storetest: Undo of a waiter of %s freed the lock its holder holds", key)
+	}
+	if !s.release(st, key, holder) {
+		s.t.Fatalf("storetest: Release of %s by its holder reported false after a waiter's Undo", key)
+	}
+	if s.held(st, key) {
+		s.t.Fatalf("storetest: after Undo of its only waiter, the release of %s granted it (to the waiter that had gone)", key)
 	}
 }

@@ -93,6 +93,8 @@ var mutants = []struct {
 		{`local ttl = math.min(e.ttl, e.patience)`, `local ttl = e.ttl`}}},
 	{"a dequeue does not pass on a held grant", []replacement{
 		{`grant(now_ms(), ARGV[2], tonumber(ARGV[3]))`, `tidy()`}}},
+	{"a release by a token that does not hold the lock leaves it its place in line", []replacement{
+		{"if redis.call(\"EXISTS\", KEYS[3]) == 1 then\n    drop(ARGV[1])", "if false then\n    drop(ARGV[1])"}}},
 	{"a release does not check the token", []replacement{
 		{`if redis.call("GET", KEYS[1]) ~= ARGV[1] then`, `if redis.call("EXISTS", KEYS[1]) == 0 then`}}},
 	{"an enqueue takes a free lock over live waiters", []replacement{

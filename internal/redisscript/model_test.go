@@ -292,11 +292,13 @@ func (m *model) poll(c *chooser, w span, patience int64, fenced bool, es []entry
 }
 
 // release frees the lock if token holds it, and grants it to the first live
-// waiter, or publishes a notice when asked to.
+// waiter, or publishes a notice when asked to. A token that does not hold
+// the lock loses its place in the queue (the undo of a waiter that left).
 func (m *model) release(c *chooser, w span, token string, announce bool) outcome {
 	var out outcome
 	m.settle(c, w)
 	if m.holder != token {
+		m.remove(token)
 		return out
 	}
 	m.holder, out.ok = "", true

@@ -335,7 +335,9 @@ func (s *Store) subscriber() *notifier {
 
 // Undo removes key if it holds token, at once within ctx and then in the
 // background (core.Undoer): the clean-up of a failed attempt (see
-// TryAcquire), and of a release that failed.
+// TryAcquire), of a release that failed, and of the place of a fair waiter
+// that has gone (release.lua takes a token that does not hold the key out
+// of its queue).
 func (s *Store) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	s.undos.Undo(ctx, key, token, ttl, sent, func(ctx context.Context) undo.Outcome {
 		n, err := s.run(ctx, releaseScript, redisscript.Keys(key), s.releaseArgs(key, token)...).AsInt64()
