@@ -62,6 +62,22 @@
 // bound to cut a blocked socket read, create the client with
 // ContextTimeoutEnabled: true; otherwise go-redis applies its own ReadTimeout.
 //
+// # The invariant
+//
+// What every store and timing path keeps: at every instant, a lease that
+// reports itself valid (!Lease.Lost() and before Lease.ValidUntil()) holds
+// its name in the store; the fences of a name only increase; within its
+// wait budget, a waiter takes a name that nobody holds. A lease's validity
+// is counted from when the command that set or extended the lock was sent,
+// less a margin for clock drift, never from a reply or a message that may
+// come late (an Extend whose reply is lost keeps the shorter validity; a
+// fair grant heard by pub/sub is confirmed by a poll). What the engine
+// sends on a caller's behalf and may land late (a failed attempt, release
+// or dequeue, an enqueue or a poll sent into a stalled store) is undone in
+// the background (Undoer). Outside the fault model (a holder frozen past its
+// TTL, a store that loses its data) two requests can hold one name; each
+// store's documentation says which of its faults are which.
+//
 // # Keys
 //
 // The lock for name lives in the key prefix + "{" + name + "}" (default prefix
