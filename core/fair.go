@@ -63,7 +63,10 @@ func WithFair() Option {
 // on how long a dead waiter delays those behind it, and on how long a lock
 // granted to a dead waiter stays taken. A Locker polls three times per
 // patience for its waiters of a name, so a short patience costs more round
-// trips while waiting. It must be at least 30 ms.
+// trips while waiting. It must be at least 30 ms. Where the round trip to
+// the store is longer than a third of it, a Locker uses three round trips
+// instead, for that name: a place that died between two polls would hand
+// the waiter's turn to the one behind it.
 func WithFairPatience(d time.Duration) Option {
 	return func(c *config) {
 		c.fair = true
@@ -86,14 +89,16 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 		return nil, err
 	}
 	req.Attempts++
+	patience := l.patience(l.lines.rtt(req.Key))
 	sent := time.Now()
 	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-	g, err := l.queuer.Enqueue(ioCtx, req.Key, token, req.TTL, l.cfg.fairPatience, l.cfg.fencing)
+	g, err := l.queuer.Enqueue(ioCtx, req.Key, token, req.TTL, patience, l.cfg.fencing)
 	cancel()
+	rtt := time.Since(sent)
 	if err != nil {
 		// The Enqueue may still land (a stalled store runs it when it
 		// resumes) and queue a waiter that has gone.
-		l.dropPlace(ctx, req.Key, token)
+		l.dropPlace(ctx, req.Key, token, patience)
 		if cerr := callerErr(ctx); cerr != nil {
 			return nil, cerr
 		}
@@ -104,17 +109,17 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 	}
 	left := time.Until(req.Deadline)
 	if left <= 0 {
-		l.leaveLine(ctx, req, token)
+		l.leaveLine(ctx, req, token, patience)
 		return nil, l.timeoutErr(ctx, req)
 	}
 	timer := time.NewTimer(left)
 	defer timer.Stop()
 	grants, stop := l.queuer.Grants(req.Key, token)
 	defer stop()
-	w := l.lines.join(l, req.Key, token, req.TTL)
+	w := l.lines.join(l, req.Key, token, req.TTL, patience, rtt)
 	gaveUp := func() {
 		req.Attempts += l.lines.leave(w)
-		l.leaveLine(ctx, req, token)
+		l.leaveLine(ctx, req, token, l.lines.patience(w))
 	}
 	for {
 		select {
@@ -131,7 +136,7 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 				// resumes) and queue us again: give up our place, in the
 				// background until it can land no more.
 				req.Attempts += l.lines.leave(w)
-				l.dropPlace(ctx, req.Key, token)
+				l.dropPlace(ctx, req.Key, token, l.lines.patience(w))
 				if cerr := callerErr(ctx); cerr != nil {
 					return nil, cerr
 				}
@@ -152,19 +157,20 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 	}
 }
 
-// leaveLine takes token out of the queue of req's name: the waiter gives
-// up. A grant that reached it meanwhile is passed on by the store. It is
-// bounded by the I/O timeout; a Dequeue that fails is finished by
-// dropPlace.
-func (l *Locker) leaveLine(ctx context.Context, req *Request, token string) {
+// leaveLine takes token, whose place was kept for patience, out of the
+// queue of req's name: the waiter gives up. A grant that reached it
+// meanwhile is passed on by the store. It is bounded by the I/O timeout; a
+// Dequeue that fails is finished by dropPlace.
+func (l *Locker) leaveLine(ctx context.Context, req *Request, token string, patience time.Duration) {
 	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
 	defer cancel()
 	if l.queuer.Dequeue(ioCtx, req.Key, token) != nil {
-		l.dropPlace(ctx, req.Key, token)
+		l.dropPlace(ctx, req.Key, token, patience)
 	}
 }
 
-// dropPlace takes token, a waiter that has gone, out of key's queue and
+// dropPlace takes token, a waiter that has gone whose place was kept for
+// patience, out of key's queue and
 // passes on a grant it holds, where a call of the waiter failed and may
 // still land: an Enqueue or a Poll sent into a stalled store runs when it
 // resumes and queues the waiter again (a place nobody keeps alive, which
@@ -175,11 +181,11 @@ func (l *Locker) leaveLine(ctx context.Context, req *Request, token string) {
 // longer matter (the store has answered for a patience, the life of a
 // place); otherwise one Dequeue, and the place dies after its patience. It
 // is bounded by the I/O timeout.
-func (l *Locker) dropPlace(ctx context.Context, key, token string) {
+func (l *Locker) dropPlace(ctx context.Context, key, token string, patience time.Duration) {
 	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
 	defer cancel()
 	if u, ok := l.store.(Undoer); ok {
-		u.Undo(ioCtx, key, token, l.cfg.fairPatience, time.Now())
+		u.Undo(ioCtx, key, token, patience, time.Now())
 		return
 	}
 	_ = l.queuer.Dequeue(ioCtx, key, token)
@@ -189,6 +195,14 @@ func (l *Locker) dropPlace(ctx context.Context, key, token string) {
 // waiters polls the store for all of them (Queuer.Poll), every third of the
 // patience and when a waiter asks (a grant may have been missed), and hands
 // the answer to the waiter it concerns.
+//
+// A place lives a patience after the store ran the call that renewed it,
+// and the polls of a line are sent one after the other: with a round trip
+// longer than about two thirds of the patience, a place would die between
+// two polls, and a release would grant the lock to the waiter behind it. So
+// a line's patience is at least three times its round trip (the longest of
+// its recent calls), and its polls are timed from when the one before was
+// sent.
 type lines struct {
 	mu sync.Mutex
 	m  map[string]*line
@@ -197,6 +211,7 @@ type lines struct {
 // line is the waiters of one key, and its poller's state.
 type line struct {
 	key      string
+	rtt      time.Duration      // the round trip of its calls, recent and long (guarded by lines.mu)
 	waiters  map[string]*inLine // by token
 	inFlight chan struct{}      // closed when the poll in flight returns; nil when none is
 	wake     chan struct{}      // a poll now, please
@@ -208,10 +223,12 @@ type inLine struct {
 	line  *line
 	token string
 	ttl   time.Duration
-	// polls counts the polls that included the waiter (guarded by
+	// polls counts the polls that included the waiter, and patience is the
+	// longest for which one of its calls kept its place (both guarded by
 	// lines.mu).
-	polls  int
-	polled chan polled // the grant or the error of a poll, once
+	polls    int
+	patience time.Duration
+	polled   chan polled // the grant or the error of a poll, once
 }
 
 // polled is a poll's answer to one waiter: the grant of a poll sent at
@@ -222,9 +239,10 @@ type polled struct {
 	err   error
 }
 
-// join adds the waiter of token to the line of key, and starts the line's
-// poller when it is the first.
-func (ls *lines) join(l *Locker, key, token string, ttl time.Duration) *inLine {
+// join adds the waiter of token, queued for patience by an Enqueue that
+// took rtt, to the line of key, and starts the line's poller when it is the
+// first.
+func (ls *lines) join(l *Locker, key, token string, ttl, patience, rtt time.Duration) *inLine {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ln := ls.m[key]
@@ -236,9 +254,33 @@ func (ls *lines) join(l *Locker, key, token string, ttl time.Duration) *inLine {
 		ls.m[key] = ln
 		go l.keepLine(ln)
 	}
-	w := &inLine{line: ln, token: token, ttl: ttl, polled: make(chan polled, 1)}
+	ln.rtt = max(ln.rtt, rtt)
+	w := &inLine{line: ln, token: token, ttl: ttl, patience: patience, polled: make(chan polled, 1)}
 	ln.waiters[w.token] = w
 	return w
+}
+
+// rtt returns the round trip of the line of key, 0 when nobody waits.
+func (ls *lines) rtt(key string) time.Duration {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ln := ls.m[key]; ln != nil {
+		return ln.rtt
+	}
+	return 0
+}
+
+// patience returns the longest for which a call kept w's place.
+func (ls *lines) patience(w *inLine) time.Duration {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return w.patience
+}
+
+// patience is the patience of a line whose calls take rtt: the Locker's,
+// or three round trips when that is longer (see lines).
+func (l *Locker) patience(rtt time.Duration) time.Duration {
+	return max(l.cfg.fairPatience, 3*rtt)
 }
 
 // leave takes w out of its line and returns the polls that included it,
@@ -272,7 +314,8 @@ func (ln *line) kick() {
 }
 
 // keepLine polls the store for the waiters of ln every third of the
-// patience, and when asked, until its last waiter leaves.
+// patience (from the sending of one poll to the next), and when asked,
+// until its last waiter leaves.
 func (l *Locker) keepLine(ln *line) {
 	t := time.NewTimer(l.cfg.fairPatience / 3)
 	defer t.Stop()
@@ -284,16 +327,19 @@ func (l *Locker) keepLine(ln *line) {
 		case <-ln.wake:
 			t.Stop()
 		}
-		l.pollLine(ln)
-		t.Reset(l.cfg.fairPatience / 3)
+		sent := time.Now()
+		every := l.pollLine(ln) / 3
+		t.Reset(max(every-time.Since(sent), 0))
 	}
 }
 
 // pollLine sends one poll for the waiters of ln and hands each its answer:
-// the grant to the one that holds the key, the error to all.
-func (l *Locker) pollLine(ln *line) {
+// the grant to the one that holds the key, the error to all. It returns
+// the line's patience for the next poll.
+func (l *Locker) pollLine(ln *line) time.Duration {
 	ls := &l.lines
 	ls.mu.Lock()
+	patience := l.patience(ln.rtt)
 	ws := make([]*inLine, 0, len(ln.waiters))
 	places := make([]Waiter, 0, len(ln.waiters))
 	for _, w := range ln.waiters {
@@ -312,13 +358,18 @@ func (l *Locker) pollLine(ln *line) {
 	)
 	if len(places) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.ioTimeout)
-		i, g, err = l.queuer.Poll(ctx, ln.key, places, l.cfg.fairPatience, l.cfg.fencing)
+		i, g, err = l.queuer.Poll(ctx, ln.key, places, patience, l.cfg.fencing)
 		cancel()
 	}
 
 	ls.mu.Lock()
+	if err == nil && len(places) > 0 {
+		// Recent round trips count most; a long one is forgotten slowly.
+		ln.rtt = max(time.Since(sent), ln.rtt*3/4)
+	}
 	for j, w := range ws {
 		w.polls++
+		w.patience = max(w.patience, patience)
 		switch {
 		case err != nil:
 			w.answer(polled{err: err})
@@ -326,9 +377,11 @@ func (l *Locker) pollLine(ln *line) {
 			w.answer(polled{grant: g, sent: sent})
 		}
 	}
+	next := l.patience(ln.rtt)
 	ln.inFlight = nil
 	ls.mu.Unlock()
 	close(done)
+	return next
 }
 
 // answer gives w a poll's answer, unless it has one already.
