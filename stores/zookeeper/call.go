@@ -20,21 +20,12 @@ type result[T any] struct {
 // request is failed when the connection is lost, or a second after it could
 // not reconnect), on a goroutine of its own.
 func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	v, _, err := start(ctx, f)
-	return v, err
-}
-
-// start is call that also returns, when ctx cut the call short, the channel
-// on which the call's own outcome arrives later: the clean-up of a failed
-// create waits for it.
-func start[T any](ctx context.Context, f func() (T, error)) (T, <-chan result[T], error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
-		return zero, nil, err
+		return zero, err
 	}
 	if ctx.Done() == nil { // not cancellable: no goroutine needed
-		v, err := f()
-		return v, nil, err
+		return f()
 	}
 	done := make(chan result[T], 1)
 	go func() {
@@ -43,15 +34,15 @@ func start[T any](ctx context.Context, f func() (T, error)) (T, <-chan result[T]
 	}()
 	select {
 	case r := <-done:
-		return r.v, nil, r.err
+		return r.v, r.err
 	case <-ctx.Done():
 		// The call may have finished too: prefer its answer.
 		select {
 		case r := <-done:
-			return r.v, nil, r.err
+			return r.v, r.err
 		default:
 		}
-		return zero, done, ctx.Err()
+		return zero, ctx.Err()
 	}
 }
 

@@ -6,7 +6,7 @@
 //		return err
 //	}
 //	defer conn.Close()
-//	store, err := zkstore.New(conn, zkstore.WithRoot("/myapp/locks"))
+//	store, err := zkstore.New(conn, zkstore.WithRoot("/myapp/locks"), zkstore.WithSessionTimeout(10*time.Second))
 //	if err != nil {
 //		return err
 //	}
@@ -40,23 +40,45 @@
 // session expires (its client was cut off from the ensemble for longer
 // than the session timeout), ZooKeeper deletes its nodes and another
 // process can take the lock at once, before the lock's TTL has run out.
-// The holder learns it at its next Extend, which reports the lock lost
-// (with core.WithWatchdog the lease's Done closes then). Choose a session
-// timeout well above the watchdog's interval, and use fencing where a
-// second holder must be refused by the resource itself.
+// So a lock's TTL must not exceed the session timeout: a lease's validity
+// runs for its TTL from the sending of its last successful write, which
+// the server heard, and the session cannot expire before the session
+// timeout has passed since then; a lease that reports itself valid thus
+// holds its name, even on a holder cut off from the ensemble. Curator's
+// SUSPENDED state (the connection is lost: assume the lock is lost) gives
+// that guarantee only if the client acts on it before the session can
+// expire; the TTL bound gives it to every lease, with or without a
+// watchdog. WithSessionTimeout tells the store the session timeout, and
+// it then refuses longer TTLs (core.ErrInvalidOption); without it, keep
+// every TTL at most the session timeout yourself. The holder learns that
+// its session expired at its next Extend, which reports the lock lost
+// (with core.WithWatchdog the lease's Done closes then). Use fencing where
+// a second holder must be refused by the resource itself.
 //
 // # The fair queue
 //
 // The store is a core.Queuer, for core.WithFair: the children of a key's
 // parent node are a queue in arrival order already. A waiter keeps its
 // node between polls (Enqueue, then Poll for all the waiters of a Locker
-// and key, one after the other) and renews it at each; its node's TTL is
-// its patience, so that a waiter that stops polling is dead after its
-// patience and the contender behind it deletes its node. A release
+// and key at once, their renewals pipelined) and renews it at each; its
+// node's TTL is its patience, so that a waiter that stops polling is dead
+// after its patience and the contender behind it deletes its node. A release
 // deletes the holder's node; ZooKeeper tells the waiter right behind it,
 // which watches only that node (no herd), and Grants hands it the lock:
 // one listing after the watch fires. A waiter that gives up deletes its
 // node (Dequeue), which passes a lock granted to it meanwhile on.
+//
+// # Clean-ups
+//
+// The store is a core.Undoer. A call that fails after it may have reached
+// the server (a lost reply; a stalled server or link, which may still run
+// it late), a Release that fails, a lease the Locker gives up and a fair
+// waiter that has gone leave nodes that nobody would renew or delete: the
+// store deletes the nodes of their tokens (found by the token in their
+// names), at once and then every 250 ms in the background, until it has
+// deleted one or the server has answered for the TTL (internal/undo,
+// shared with the other stores). A connection runs its requests in order,
+// so a deletion sent after a late renewal runs after it.
 //
 // # Fencing
 //
@@ -75,9 +97,11 @@
 // more. An attempt that finds the key busy takes four (create, list, read
 // the holder, delete its own node), and leaves nothing behind. Watch (push
 // wake-ups for core.WithNotify) sets one data watch on the holder's node
-// per key and process. A queued waiter's poll takes two round trips (renew
-// and list, pipelined; read the lowest node) per waiter, a grant one after the
-// release's watch event, and a waiter's Dequeue one.
+// per key and process. A poll of a Locker's waiters of a key takes two
+// round trips whatever their number (renew every node and list, pipelined;
+// read the lowest node), one or two more when a waiter's node must be made
+// again; a grant takes one after the release's watch event, and a waiter's
+// Dequeue one.
 //
 // # Limits
 //

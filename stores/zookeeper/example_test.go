@@ -20,7 +20,8 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer conn.Close()
-	store, err := zkstore.New(conn, zkstore.WithRoot("/myapp/locks"))
+	// The session timeout bounds the TTLs (core's default, 10 s, fits).
+	store, err := zkstore.New(conn, zkstore.WithRoot("/myapp/locks"), zkstore.WithSessionTimeout(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

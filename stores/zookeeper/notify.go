@@ -145,7 +145,7 @@ func (s *Store) watch(key string, w *keyWatch) {
 			st.event = nil
 			switch ev.Type {
 			case zk.EventNotWatching: // the session expired, or the connection closed
-				retry.Reset(undoInterval)
+				retry.Reset(retryInterval)
 				continue
 			case zk.EventNodeDeleted:
 				recheck = false // gone: no need to read it again
@@ -162,7 +162,7 @@ func (s *Store) watch(key string, w *keyWatch) {
 		recheck = true
 		next, err := s.look(dir, held)
 		if err != nil {
-			retry.Reset(undoInterval)
+			retry.Reset(retryInterval)
 			continue
 		}
 		if st.holder != "" && next.holder != st.holder {

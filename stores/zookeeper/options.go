@@ -21,10 +21,11 @@ const DefaultWatchLinger = 5 * time.Second
 type Option func(*config)
 
 type config struct {
-	root   string
-	acl    []zk.ACL
-	linger time.Duration
-	errs   []error
+	root    string
+	acl     []zk.ACL
+	linger  time.Duration
+	session time.Duration
+	errs    []error
 }
 
 func defaultConfig() config {
@@ -73,6 +74,32 @@ func WithWatchLinger(d time.Duration) Option {
 			return
 		}
 		c.linger = d
+	}
+}
+
+// WithSessionTimeout tells the store the session timeout of its
+// connection: the one given to zk.Connect, or less if the ensemble cut it
+// to its bounds (minSessionTimeout and maxSessionTimeout, 2 and 20 ticks by
+// default), which go-zookeeper does not report. The store then refuses a
+// TTL longer than d, with an error wrapping core.ErrInvalidOption, in every
+// call that sets one (TryAcquire, Extend, Enqueue, Poll).
+//
+// ZooKeeper expires the session of a client it has not heard from for the
+// session timeout (a partition, a stalled process), deletes the session's
+// nodes, and the lock passes on. A lease's validity runs for its TTL from
+// the sending of its last successful write, which the server heard, so a
+// TTL of at most d ends it before the session can expire: a lease that
+// reports itself valid holds its name. With a longer TTL a holder that is
+// cut off would keep a valid-looking lease after its lock has passed on.
+// Without this option the store cannot check: keep every TTL at most the
+// session timeout.
+func WithSessionTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("zkstore: WithSessionTimeout: %v is not positive", d))
+			return
+		}
+		c.session = d
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -44,7 +45,7 @@ const minGrant = 5 * time.Millisecond
 // the waiter's node in the background: a waiter does not use its token
 // again after an error.
 func (s *Store) Enqueue(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (core.Grant, error) {
-	if err := checkTTL(ttl); err != nil {
+	if err := s.checkTTL(ttl); err != nil {
 		return core.Grant{}, err
 	}
 	if patience <= 0 {
@@ -78,10 +79,10 @@ func (s *Store) Enqueue(ctx context.Context, key, token string, ttl, patience ti
 		}
 	}
 	if !known {
-		p, pending, cerr := s.create(ctx, dir, token, data)
+		p, cerr := s.create(ctx, dir, token, data)
 		if cerr != nil {
 			if mayHaveApplied(cerr) {
-				s.undo(dir, token, "", pending, session, patience, sent)
+				s.undoToken(key, token, patience, sent)
 			}
 			return core.Grant{}, wrap("enqueue", key, cerr)
 		}
@@ -94,7 +95,7 @@ func (s *Store) Enqueue(ctx context.Context, key, token string, ttl, patience ti
 	}
 	if err != nil {
 		s.forget(key, token)
-		s.undo(dir, token, n.path, nil, n.session, patience, sent)
+		s.undoToken(key, token, patience, sent)
 		return core.Grant{}, wrap("enqueue", key, err)
 	}
 	n.ttl, n.sent, n.want, n.fenced = ttlMillis(patience), sent, ttl, fenced
@@ -114,7 +115,7 @@ func (s *Store) Enqueue(ctx context.Context, key, token string, ttl, patience ti
 	case twin:
 		// An older node of this token (a create whose reply was lost) is
 		// ahead: it is the waiter's place; the newer one goes.
-		s.drop(ctx, dir, token, n.path, n.session, patience, sent)
+		s.drop(ctx, key, n.path, patience, sent)
 		s.remember(key, token, node{path: v.twin, sent: sent, want: ttl, fenced: fenced})
 		return core.Grant{}, nil
 	default: // vanished: queue again at the next poll
@@ -123,22 +124,190 @@ func (s *Store) Enqueue(ctx context.Context, key, token string, ttl, patience ti
 	}
 }
 
-// Poll is Enqueue for each of waiters, one after the other (ZooKeeper has
-// no scripts; each waiter's renewal is its own SetData): it renews every
-// waiter's node and reports the one whose node is the lowest, which holds
-// the lock. It stops at the first error.
+// Poll renews the nodes of waiters, all at once: their SetData calls (a
+// create for a waiter whose node died, or that has none yet, followed by a
+// read of its stat) are pipelined on the connection with one listing of
+// the children, so that a poll takes the same round trips for one waiter
+// as for many (at most pollParallel calls in flight). Then the first of
+// them in the queue is settled as Enqueue settles a waiter (one more round
+// trip, a read of the lowest node): if it is the lowest, it holds the
+// lock, and Poll returns its index. A poll that fails fails for all its
+// waiters: their nodes are deleted in the background (a waiter does not
+// use its token again after an error).
 func (s *Store) Poll(ctx context.Context, key string, waiters []core.Waiter, patience time.Duration, fenced bool) (int, core.Grant, error) {
-	held, grant := -1, core.Grant{}
-	for i, w := range waiters {
-		g, err := s.Enqueue(ctx, key, w.Token, w.TTL, patience, fenced)
-		if err != nil {
+	if patience <= 0 {
+		return -1, core.Grant{}, fmt.Errorf("zkstore: patience %v is not positive", patience)
+	}
+	for _, w := range waiters {
+		if err := s.checkTTL(w.TTL); err != nil {
 			return -1, core.Grant{}, err
 		}
-		if g.OK && held < 0 {
-			held, grant = i, g
+	}
+	if len(waiters) == 0 {
+		return -1, core.Grant{}, nil
+	}
+	dir := s.dir(key)
+	sent := time.Now()
+	places, list, err := s.renewAll(ctx, key, dir, waiters, encodeTTL(patience))
+	if err != nil {
+		s.dropAll(key, waiters, patience, sent)
+		return -1, core.Grant{}, wrap("poll", key, err)
+	}
+	// The first place in the queue, in a listing that shows every place
+	// (the listing may have been read before a create).
+	names := nameSet(list.names)
+	first, all := firstPlace(places, names)
+	if !all {
+		if list, err = call(ctx, func() (listing, error) { n, st, err := s.conn.Children(dir); return listing{n, st}, err }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			s.dropAll(key, waiters, patience, sent)
+			return -1, core.Grant{}, wrap("poll", key, err)
+		}
+		names = nameSet(list.names)
+		first, _ = firstPlace(places, names)
+	}
+	var now int64 // the server's time: the latest write of the poll
+	for _, p := range places {
+		if p.stat != nil {
+			now = max(now, p.stat.Mtime)
 		}
 	}
+	if now > 0 {
+		s.learnSkew(now, sent)
+	}
+	v := verdict{state: vanished}
+	if first >= 0 {
+		if v, err = s.settle(ctx, dir, places[first].path, waiters[first].Token, now, &list); err != nil {
+			s.dropAll(key, waiters, patience, sent)
+			return -1, core.Grant{}, wrap("poll", key, err)
+		}
+	}
+	held, grant := -1, core.Grant{}
+	for i, w := range waiters {
+		p := places[i]
+		if p.stat == nil || !names[path.Base(p.path)] {
+			s.forget(key, w.Token) // its node died: it queues again at the next poll
+			continue
+		}
+		n := node{path: p.path, session: p.stat.EphemeralOwner, version: p.stat.Version, mtime: p.stat.Mtime,
+			ttl: ttlMillis(patience), sent: sent, want: w.TTL, fenced: fenced}
+		if i == first {
+			switch v.state {
+			case lowest:
+				n.held = true
+				held, grant = i, core.Grant{OK: true, TTL: min(w.TTL, patience)}
+				if fenced {
+					grant.Fence = v.fence
+				}
+			case twin:
+				// An older node of this token is ahead: it is the
+				// waiter's place, renewed at the next poll; the newer
+				// one goes.
+				s.drop(ctx, key, p.path, patience, sent)
+				n = node{path: v.twin, sent: sent, want: w.TTL, fenced: fenced}
+			case vanished:
+				s.forget(key, w.Token)
+				continue
+			}
+		}
+		s.remember(key, w.Token, n)
+	}
 	return held, grant, nil
+}
+
+// pollParallel bounds the calls of a poll in flight at once.
+const pollParallel = 128
+
+// place is a waiter's node after a poll renewed or created it.
+type place struct {
+	path string
+	stat *zk.Stat // after the poll's write; nil if the node vanished meanwhile
+}
+
+// renewAll renews the node of each waiter (or creates one), pipelined with
+// a listing of dir's children, and returns their places and the listing.
+func (s *Store) renewAll(ctx context.Context, key, dir string, waiters []core.Waiter, data []byte) ([]place, listing, error) {
+	places := make([]place, len(waiters))
+	errs := make([]error, len(waiters))
+	sem := make(chan struct{}, pollParallel)
+	var wg sync.WaitGroup
+	for i, w := range waiters {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			places[i], errs[i] = s.renewPlace(ctx, key, dir, w.Token, data)
+		})
+	}
+	list, err := call(ctx, func() (listing, error) { n, st, err := s.conn.Children(dir); return listing{n, st}, err })
+	wg.Wait()
+	if errors.Is(err, zk.ErrNoNode) { // made by a create meanwhile
+		err = nil
+	}
+	for _, e := range errs {
+		if e != nil {
+			return places, list, e
+		}
+	}
+	return places, list, err
+}
+
+// renewPlace renews the node of token's waiter, or creates one when the
+// waiter has none (its first poll, or its node died), and reads its stat.
+func (s *Store) renewPlace(ctx context.Context, key, dir, token string, data []byte) (place, error) {
+	if n, ok := s.lookup(key, token); ok {
+		st, err := call(ctx, func() (*zk.Stat, error) { return s.conn.Set(n.path, data, -1) })
+		if !errors.Is(err, zk.ErrNoNode) {
+			return place{path: n.path, stat: st}, err
+		}
+		s.forget(key, token) // its node died: queue again
+	}
+	p, err := s.create(ctx, dir, token, data)
+	if err != nil {
+		return place{}, err
+	}
+	ex, err := call(ctx, func() (existence, error) { ok, st, err := s.conn.Exists(p); return existence{ok, st}, err })
+	if err != nil || !ex.ok {
+		return place{path: p}, err
+	}
+	return place{path: p, stat: ex.stat}, nil
+}
+
+// nameSet returns the set of names.
+func nameSet(names []string) map[string]bool {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
+}
+
+// firstPlace returns the index of the place that comes first in the queue
+// among those in names, or -1 if names has none, and whether names has
+// every place that has a node.
+func firstPlace(places []place, names map[string]bool) (first int, all bool) {
+	first, all = -1, true
+	var seq int64
+	for i, p := range places {
+		if p.stat == nil {
+			continue
+		}
+		c, ok := parseChild(path.Base(p.path))
+		switch {
+		case !ok || !names[c.name]:
+			all = false
+		case first < 0 || c.seq < seq:
+			first, seq = i, c.seq
+		}
+	}
+	return first, all && first >= 0
+}
+
+// dropAll forgets the nodes of the waiters of a poll that failed and
+// deletes them in the background.
+func (s *Store) dropAll(key string, waiters []core.Waiter, patience time.Duration, sent time.Time) {
+	for _, w := range waiters {
+		s.forget(key, w.Token)
+		s.undoToken(key, w.Token, patience, sent)
+	}
 }
 
 // Dequeue deletes the waiter's node: it leaves the queue, and if a release
@@ -169,7 +338,11 @@ func (s *Store) Dequeue(ctx context.Context, key, token string) error {
 	if err == nil || errors.Is(err, zk.ErrNoNode) {
 		return nil
 	}
-	s.undo(dir, token, n.path, nil, n.session, time.Minute, time.Now())
+	ttl := time.Minute // the node's TTL, when unknown
+	if n.ttl > 0 {
+		ttl = time.Duration(n.ttl) * time.Millisecond
+	}
+	s.undoToken(key, token, ttl, time.Now())
 	return wrap("dequeue", key, err)
 }
 
@@ -214,7 +387,7 @@ func (s *Store) grants(ctx context.Context, key, token string, c chan<- core.Gra
 			event = nil
 			switch ev.Type {
 			case zk.EventNotWatching:
-				retry.Reset(undoInterval)
+				retry.Reset(retryInterval)
 				continue
 			case zk.EventNodeDataChanged:
 				recheck = true // renewed, probably: watch it again
@@ -223,7 +396,7 @@ func (s *Store) grants(ctx context.Context, key, token string, c chan<- core.Gra
 		n, ok := s.lookup(key, token)
 		switch {
 		case !ok: // not queued yet, or queued again at the next poll
-			retry.Reset(undoInterval)
+			retry.Reset(retryInterval)
 			continue
 		case n.held: // the waiter's poll found it holds the lock
 			return
@@ -240,7 +413,7 @@ func (s *Store) grants(ctx context.Context, key, token string, c chan<- core.Gra
 		list, err := call(cctx, func() (listing, error) { names, st, err := s.conn.Children(dir); return listing{names, st}, err })
 		if err != nil {
 			cancel()
-			retry.Reset(undoInterval)
+			retry.Reset(retryInterval)
 			continue
 		}
 		children := sortChildren(list.names)
@@ -248,7 +421,7 @@ func (s *Store) grants(ctx context.Context, key, token string, c chan<- core.Gra
 		switch {
 		case i < 0: // its node died: the next poll queues again
 			cancel()
-			retry.Reset(undoInterval)
+			retry.Reset(retryInterval)
 			continue
 		case i == 0:
 			cancel()
@@ -260,7 +433,7 @@ func (s *Store) grants(ctx context.Context, key, token string, c chan<- core.Gra
 			if g.OK {
 				return
 			}
-			retry.Reset(undoInterval) // the poll renews the node and takes the lock
+			retry.Reset(retryInterval) // the poll renews the node and takes the lock
 			continue
 		}
 		pred = dir + "/" + children[i-1].name
@@ -268,7 +441,7 @@ func (s *Store) grants(ctx context.Context, key, token string, c chan<- core.Gra
 		cancel()
 		switch {
 		case err != nil:
-			retry.Reset(undoInterval)
+			retry.Reset(retryInterval)
 		case !ok:
 			retry.Reset(0) // gone meanwhile: list again
 		default:

@@ -13,15 +13,18 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/undo"
 )
 
 // Store keeps reqlock's locks in ZooKeeper. It implements core.Store,
-// core.Notifier, core.Queuer and io.Closer; build it with New.
+// core.Notifier, core.Queuer, core.Undoer and io.Closer; build it with New.
 type Store struct {
-	conn   *zk.Conn
-	root   string // "" for "/"
-	acl    []zk.ACL
-	linger time.Duration
+	conn    *zk.Conn
+	root    string // "" for "/"
+	acl     []zk.ACL
+	linger  time.Duration
+	session time.Duration // WithSessionTimeout; 0: unknown
+	undos   *undo.Queue   // the clean-ups of failed calls (undo.go)
 
 	ctx    context.Context // cancelled by Close: ends the background work
 	cancel context.CancelFunc
@@ -35,12 +38,13 @@ type Store struct {
 	closed  bool
 	nodes   map[nodeKey]node // the nodes of this store's locks
 	watches map[string]*keyWatch
-	undos   int // clean-ups running
+	undoing map[nodeKey]*undoCall // clean-ups in flight, by key and target
 }
 
 var (
 	_ core.Store    = (*Store)(nil)
 	_ core.Notifier = (*Store)(nil)
+	_ core.Undoer   = (*Store)(nil)
 )
 
 // New returns a Store on conn, a connection that the caller made with
@@ -63,16 +67,20 @@ func New(conn *zk.Conn, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Store{
+	s := &Store{
 		conn:    conn,
 		root:    cfg.root,
 		acl:     cfg.acl,
 		linger:  cfg.linger,
+		session: cfg.session,
 		ctx:     ctx,
 		cancel:  cancel,
 		nodes:   make(map[nodeKey]node),
 		watches: make(map[string]*keyWatch),
-	}, nil
+		undoing: make(map[nodeKey]*undoCall),
+	}
+	s.undos = undo.NewQueue(s.sweep, func() time.Duration { return bgTimeout })
+	return s, nil
 }
 
 // Close ends the store's background work (watches, clean-ups of failed
@@ -85,12 +93,17 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.cancel()
+	s.undos.Close()
 	s.wg.Wait()
 	return nil
 }
 
 // bgTimeout bounds each call of the background work.
 const bgTimeout = 2 * time.Second
+
+// retryInterval is how long the watches (Watch, Grants) wait before they
+// try again after an error.
+const retryInterval = 250 * time.Millisecond
 
 // nodeKey names a lock: a key and a token.
 type nodeKey struct{ key, token string }
@@ -151,10 +164,15 @@ func (s *Store) forget(key, token string) {
 // dir returns the path of key's parent node.
 func (s *Store) dir(key string) string { return s.root + "/" + escape(key) }
 
-// checkTTL reports a TTL that no lock can have.
-func checkTTL(ttl time.Duration) error {
-	if ttl <= 0 {
+// checkTTL reports a TTL that no lock can have, or that outlasts the
+// session timeout (see WithSessionTimeout).
+func (s *Store) checkTTL(ttl time.Duration) error {
+	switch {
+	case ttl <= 0:
 		return fmt.Errorf("zkstore: TTL %v is not positive", ttl)
+	case s.session > 0 && ttl > s.session:
+		return fmt.Errorf("zkstore: TTL %v is longer than the session timeout %v: a holder cut off from ZooKeeper would lose its lock with its session while its lease still looked valid: %w",
+			ttl, s.session, core.ErrInvalidOption)
 	}
 	return nil
 }
@@ -186,12 +204,12 @@ func (s *Store) learnSkew(server int64, sent time.Time) {
 //
 // A TryAcquire that finds key held by token already, a re-sent attempt,
 // resets its TTL like Extend. An attempt that fails after its create may
-// have reached the server deletes the node in the background (found by the
-// token in its name, Curator's protected mode) until it is gone, its
-// session has ended, or the server has answered for ttl (see
+// have reached the server deletes the nodes of token in the background
+// (found by the token in their names, Curator's protected mode) until they
+// are gone or the server has answered for ttl (see undo.go and
 // core.Store.TryAcquire).
 func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
-	if err := checkTTL(ttl); err != nil {
+	if err := s.checkTTL(ttl); err != nil {
 		return false, 0, err
 	}
 	if n, ok := s.lookup(key, token); ok && n.held {
@@ -204,10 +222,10 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	dir := s.dir(key)
 	sent := time.Now()
 	session := s.conn.SessionID()
-	p, pending, err := s.create(ctx, dir, token, encodeTTL(ttl))
+	p, err := s.create(ctx, dir, token, encodeTTL(ttl))
 	if err != nil {
 		if mayHaveApplied(err) {
-			s.undo(dir, token, "", pending, session, ttl, sent)
+			s.undoToken(key, token, ttl, sent)
 		}
 		return false, 0, wrap("acquire", key, err)
 	}
@@ -217,7 +235,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	}
 	switch {
 	case err != nil:
-		s.undo(dir, token, p, nil, session, ttl, sent)
+		s.undoToken(key, token, ttl, sent)
 		return false, 0, wrap("acquire", key, err)
 	case v.state == lowest:
 		s.remember(key, token, node{path: p, session: v.own.EphemeralOwner, version: v.own.Version, mtime: v.own.Mtime, ttl: ttlMillis(ttl), held: true})
@@ -235,11 +253,11 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	case v.state == twin:
 		// A node of this token was there already (a re-sent attempt whose
 		// store forgot it): keep the older one, reset its TTL.
-		s.drop(ctx, dir, token, p, session, ttl, sent)
+		s.drop(ctx, key, p, ttl, sent)
 		ok, fence, err := s.adopt(ctx, key, token, v.twin, ttl, fenced)
 		return ok, fence, wrap("acquire", key, err)
 	default: // ahead: busy
-		s.drop(ctx, dir, token, p, session, ttl, sent)
+		s.drop(ctx, key, p, ttl, sent)
 		return false, 0, nil
 	}
 }
@@ -248,12 +266,13 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 // session expired (ZooKeeper deleted its ephemeral nodes).
 var errGone = errors.New("the attempt's node vanished with its session")
 
-// drop deletes the node p of a failed attempt, or leaves it to a clean-up
-// in the background if it cannot within ctx.
-func (s *Store) drop(ctx context.Context, dir, token, p string, session int64, ttl time.Duration, sent time.Time) {
+// drop deletes the node p under key of an attempt that did not take it
+// (the token may still hold another node), or leaves it to a clean-up in
+// the background if it cannot within ctx.
+func (s *Store) drop(ctx context.Context, key, p string, ttl time.Duration, sent time.Time) {
 	err := s.delete(ctx, p, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		s.undo(dir, token, p, nil, session, ttl, sent)
+		s.undoNode(key, p, ttl, sent)
 	}
 }
 
@@ -265,21 +284,20 @@ func (s *Store) delete(ctx context.Context, p string, version int32) error {
 
 // create creates the node of token under dir, holding data, and makes dir
 // (and the root) first when they are missing. It returns the new node's
-// path, or the error and, when ctx cut the create short, the channel of its
-// late outcome.
-func (s *Store) create(ctx context.Context, dir, token string, data []byte) (string, <-chan result[string], error) {
+// path.
+func (s *Store) create(ctx context.Context, dir, token string, data []byte) (string, error) {
 	prefix := dir + "/" + nodePrefix + escape(token) + "-"
 	for try := 0; ; try++ {
-		p, pending, err := start(ctx, func() (string, error) {
+		p, err := call(ctx, func() (string, error) {
 			return s.conn.Create(prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl)
 		})
 		if !errors.Is(err, zk.ErrNoNode) || try == 3 {
-			return p, pending, err
+			return p, err
 		}
 		// The parent is missing (never made, or deleted by ZooKeeper as an
 		// empty container a moment ago): make it and try again.
 		if err := s.makeDir(ctx, dir); err != nil {
-			return "", nil, err
+			return "", err
 		}
 	}
 }
@@ -438,7 +456,7 @@ type (
 // ephemeral nodes): Extend then reports false, and a Locker's watchdog
 // ends the lease.
 func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
-	if err := checkTTL(ttl); err != nil {
+	if err := s.checkTTL(ttl); err != nil {
 		return false, 0, err
 	}
 	n, ok := s.lookup(key, token)
@@ -484,7 +502,7 @@ func (s *Store) renew(ctx context.Context, key, token string, n node, ttl time.D
 			// Expired before this write: take it back out.
 			s.forget(key, token)
 			if err := s.delete(ctx, n.path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-				s.undo(path.Dir(n.path), token, n.path, nil, n.session, ttl, sent)
+				s.undoNode(key, n.path, ttl, sent)
 			}
 			return false, 0, nil
 		}

@@ -3,120 +3,190 @@ package zkstore
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/reqlock/reqlock/internal/undo"
 )
 
-// This file is the clean-up of failed attempts (see core.Store.TryAcquire):
-// the node an attempt may have created is deleted in the background.
+// This file is the clean-up of failed calls (see core.Store.TryAcquire and
+// core.Undoer): the nodes they may have created or written are deleted in
+// the background. internal/undo holds the queue and its rules, shared with
+// the other stores; here are the ZooKeeper calls.
 //
-// A clean-up that finds nothing proves little: the create may still be on
-// its way (a frozen server runs what it had received when it resumes). So
-// a clean-up that does not know its node's path looks for it by the token
-// in its name (Curator's protected mode) every undoInterval until one of
-// these:
+// A clean-up that finds nothing proves little: a call sent into a stalled
+// server or link may still run when it resumes (a frozen server runs what
+// it had received; a create or a renewal queued in a connection that is
+// re-established within its session is sent then). So a clean-up is sent
+// again every 250 ms until it deleted a node, the server has answered for
+// a whole TTL since its first answer, a horizon has passed, or the store is
+// closed. A connection's requests run in the order they were sent, so a
+// clean-up sent after a late call runs after it.
 //
-//   - it deleted the node;
-//   - the session that sent the create has ended: ZooKeeper deleted its
-//     ephemeral nodes, the late one too;
-//   - the server has answered for a whole TTL of the attempt since its
-//     first answer: a late node has arrived by then, or else it is dead by
-//     its TTL when it comes, and the next contender deletes it;
-//   - undoHorizon has passed since the attempt;
-//   - the store is closed.
-//
-// A create cut short by its context goes on in go-zookeeper until the
-// server answers or the connection gives up: the clean-up waits for that
-// outcome first, which names the node's path if it was created.
+// A clean-up deletes either every node of a token under the key's parent
+// node, found by the token in their names (Curator's protected mode): the
+// token of a failed call, which is never used again, or one that
+// core.Undoer's Undo is given; or one node whose path it knows: the node of
+// an attempt that did not take the key, whose token may still hold another
+// node (a twin) or be sent again. An undo.Attempt's Key is the lock's key
+// and its Token the target: byToken or byNode, then the token or the path.
 
+// The kinds of target of a clean-up.
 const (
-	undoInterval = 250 * time.Millisecond
-	undoHorizon  = 10 * time.Minute
-	maxUndos     = 1024
+	byToken = 't'
+	byNode  = 'n'
 )
 
-// undo deletes in the background what an attempt of token under dir, sent
-// at sent with ttl while session was the connection's, may have created:
-// the node at p if known, else the node of token, found by its name once
-// the create's late outcome (pending, if the create was cut short) is in.
-func (s *Store) undo(dir, token, p string, pending <-chan result[string], session int64, ttl time.Duration, sent time.Time) {
-	s.mu.Lock()
-	if s.closed || s.undos >= maxUndos {
-		s.mu.Unlock()
-		return
-	}
-	s.undos++
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer func() {
-			s.mu.Lock()
-			s.undos--
-			s.mu.Unlock()
-			s.wg.Done()
-		}()
-		s.sweep(dir, escape(token), p, pending, session, ttl, sent)
-	}()
+// undoParallel bounds the clean-ups of one round in flight at once.
+const undoParallel = 64
+
+// undoCall is a clean-up's deletion in flight. It goes on until the
+// connection answers or gives up, past the round that sent it: a stalled
+// server is sent one deletion per clean-up at a time, not one per round,
+// and a later round takes its outcome.
+type undoCall struct {
+	done chan struct{} // closed once out is set
+	out  undo.Outcome
 }
 
-// sweep is the loop of one clean-up (see undo).
-func (s *Store) sweep(dir, etoken, p string, pending <-chan result[string], session int64, ttl time.Duration, sent time.Time) {
-	horizon := time.NewTimer(time.Until(sent.Add(max(ttl, undoHorizon))))
-	defer horizon.Stop()
-	if pending != nil {
+// Undo deletes the nodes of token under key (core.Undoer): the lock token
+// holds, its place in key's queue, or what a failed call of token may have
+// created or renewed. A node of another token is never touched. It deletes
+// them at once within ctx if ctx has time left, then again in the
+// background until it deleted one, or the server has answered for ttl since
+// its first answer (a late call has run by then; a node it wrote later
+// still dies by its TTL), or the store is closed. It never holds the caller
+// past ctx.
+func (s *Store) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	s.forget(key, token)
+	target := string(byToken) + token
+	s.undos.Undo(ctx, key, target, ttl, sent, func(ctx context.Context) undo.Outcome {
+		return s.undoOnce(ctx, key, target)
+	})
+}
+
+// undoToken queues the clean-up of every node of token under key, a token
+// that is not used again, sent at sent with ttl.
+func (s *Store) undoToken(key, token string, ttl time.Duration, sent time.Time) {
+	s.undos.Add(key, string(byToken)+token, ttl, sent)
+}
+
+// undoNode queues the clean-up of the node at p under key, written at sent
+// with ttl.
+func (s *Store) undoNode(key, p string, ttl time.Duration, sent time.Time) {
+	s.undos.Add(key, string(byNode)+p, ttl, sent)
+}
+
+// sweep is a round of clean-ups (see undo.Queue): the deletion of each,
+// pipelined on the connection, at most undoParallel in flight, within ctx.
+func (s *Store) sweep(ctx context.Context, batch []*undo.Attempt) []undo.Outcome {
+	out := make([]undo.Outcome, len(batch)) // NoAnswer where ctx ends first
+	sem := make(chan struct{}, undoParallel)
+	var wg sync.WaitGroup
+	for i, a := range batch {
 		select {
-		case r := <-pending:
-			switch {
-			case r.err == nil:
-				p = r.v
-			case !mayHaveApplied(r.err):
-				return
-			}
-		case <-s.ctx.Done():
-			return
-		case <-horizon.C:
-			return
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return out
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i] = s.undoOnce(ctx, a.Key, a.Token)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// undoOnce sends the deletion of target under key, or joins the one in
+// flight, and waits for its outcome within ctx.
+func (s *Store) undoOnce(ctx context.Context, key, target string) undo.Outcome {
+	k := nodeKey{key, target}
+	s.mu.Lock()
+	c := s.undoing[k]
+	if c == nil {
+		if s.closed {
+			s.mu.Unlock()
+			return undo.Done // nothing is sent any more
+		}
+		c = &undoCall{done: make(chan struct{})}
+		s.undoing[k] = c
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.out = s.remove(key, target)
+			s.mu.Lock()
+			delete(s.undoing, k)
+			s.mu.Unlock()
+			close(c.done)
+		}()
+	}
+	s.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.out
+	case <-ctx.Done():
+		return undo.NoAnswer
+	}
+}
+
+// remove deletes target under key: the node it names, or every node of the
+// token it names (listed first). It waits for the connection, or for the
+// store's Close.
+func (s *Store) remove(key, target string) undo.Outcome {
+	if target[0] == byNode {
+		return undoOutcome(s.delete(s.ctx, target[1:], -1))
+	}
+	dir, etoken := s.dir(key), escape(target[1:])
+	list, err := call(s.ctx, func() (listing, error) { n, st, err := s.conn.Children(dir); return listing{n, st}, err })
+	if err != nil {
+		return undoOutcome(err)
+	}
+	out := undo.Answered
+	for _, c := range sortChildren(list.names) {
+		if c.token != etoken {
+			continue
+		}
+		switch undoOutcome(s.delete(s.ctx, dir+"/"+c.name, -1)) {
+		case undo.Done:
+			out = undo.Done
+		case undo.NoAnswer:
+			return undo.NoAnswer
 		}
 	}
-	var until time.Time // set once the server answered without the node
-	tick := time.NewTimer(0)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-horizon.C:
-			return
-		case <-tick.C:
-		}
-		if now := s.conn.SessionID(); session != 0 && now != session {
-			return // the session ended, its ephemeral nodes with it
-		}
-		if !until.IsZero() && time.Now().After(until) {
-			return
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, bgTimeout)
-		if p == "" {
-			list, err := call(ctx, func() (listing, error) { n, st, err := s.conn.Children(dir); return listing{n, st}, err })
-			if err == nil {
-				children := sortChildren(list.names)
-				if i := findToken(children, etoken); i >= 0 {
-					p = dir + "/" + children[i].name
-				}
-			}
-			if p == "" && (err == nil || errors.Is(err, zk.ErrNoNode)) && until.IsZero() {
-				until = time.Now().Add(ttl)
-			}
-		}
-		if p != "" {
-			err := s.delete(ctx, p, -1)
-			if err == nil || errors.Is(err, zk.ErrNoNode) {
-				cancel()
-				return
-			}
-		}
-		cancel()
-		tick.Reset(undoInterval)
+	return out
+}
+
+// undoOutcome is the outcome of a clean-up's call that returned err.
+func undoOutcome(err error) undo.Outcome {
+	switch {
+	case err == nil:
+		return undo.Done
+	case errors.Is(err, zk.ErrClosing), errors.Is(err, zk.ErrSessionExpired):
+		// The connection is closed, or its session has ended: every
+		// request sent before in the session ended with it, and
+		// ZooKeeper deleted the session's ephemeral nodes.
+		return undo.Done
+	case isReply(err):
+		return undo.Answered
 	}
+	return undo.NoAnswer
+}
+
+// isReply reports an error that the server sent in reply to a request:
+// the server processes the connection's requests.
+func isReply(err error) bool {
+	for _, reply := range []error{
+		zk.ErrNoNode, zk.ErrNoAuth, zk.ErrBadVersion, zk.ErrNodeExists, zk.ErrNotEmpty,
+		zk.ErrNoChildrenForEphemerals, zk.ErrInvalidACL, zk.ErrAuthFailed, zk.ErrAPIError,
+		zk.ErrSessionMoved, zk.ErrBadArguments, zk.ErrUnknown,
+	} {
+		if errors.Is(err, reply) {
+			return true
+		}
+	}
+	return false
 }
