@@ -191,7 +191,10 @@ func (l *Lease) Token() string { return l.token }
 func (l *Lease) Fence() int64 { return l.fence }
 
 // TTL returns the lifetime the lock was last given in the store (at acquire or
-// Extend).
+// Extend): the TTL asked for, or, for a store that holds locks longer than
+// asked (a core.TTLRounder: etcd rounds TTLs up to whole seconds and to its
+// minimum lease TTL), the TTL the store holds, which is how long the name
+// stays taken if the holder dies. ValidUntil and the watchdog count from it.
 func (l *Lease) TTL() time.Duration {
 	l = l.outer()
 	l.mu.Lock()
@@ -390,7 +393,8 @@ func (l *Lease) observeRelease(ctx context.Context, start time.Time, before Outc
 // when ctx ended. ttl is rounded up to whole milliseconds and must be between
 // 1 ms and MaxTTL. Calls of Extend on one lease run one at a time. Extending
 // a nested lease extends its outermost lease. With WithWatchdog, later
-// renewals use ttl, and the next one is timed from this Extend.
+// renewals use ttl (as the store holds it: see TTL), and the next one is
+// timed from this Extend.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	ttl, err := checkTTL(ttl, "Extend")
 	if err != nil {
@@ -428,10 +432,11 @@ func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 	ok, _, err := l.locker.store.Extend(ioCtx, l.key, l.token, ttl, false)
 	if err != nil {
 		// The store may still run the extend, late: the lock then expires
-		// ttl after some moment from sent on, which for a shorter ttl is
-		// sooner than the validity the lease had. Keep the earlier of the two.
+		// ttl (as the store holds it) after some moment from sent on, which
+		// for a shorter ttl is sooner than the validity the lease had. Keep
+		// the earlier of the two.
 		l.mu.Lock()
-		if v := validity(sent, ttl); l.state == stateHeld && v.Before(l.validUntil) {
+		if v := validity(sent, l.locker.heldFor(ttl)); l.state == stateHeld && v.Before(l.validUntil) {
 			l.validUntil = v
 			if l.expiry != nil {
 				l.expiry.Reset(time.Until(v))
@@ -447,11 +452,12 @@ func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 		l.lose(OutcomeNotHeld)
 		return fmt.Errorf("%w: extend %q: the lock had expired", ErrNotHeld, l.name)
 	}
+	held := l.locker.heldFor(ttl)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.state == stateHeld {
-		l.ttl = ttl
-		l.validUntil = validity(sent, ttl)
+		l.ttl = held
+		l.validUntil = validity(sent, held)
 		if l.expiry != nil {
 			l.expiry.Reset(time.Until(l.validUntil))
 		}

@@ -35,6 +35,9 @@ type Locker struct {
 	notify Notifier // WithNotify on a store that can push; nil otherwise
 	queuer Queuer   // WithFair; nil otherwise
 	lines  lines    // WithFair: the waiters, polled per key (fair.go)
+	// rounder is the store as a TTLRounder, nil for a store that holds
+	// what it is asked (see heldFor).
+	rounder TTLRounder
 	// acquire and release are the Handler chain around take and unlock,
 	// composed once when the Locker is built.
 	acquire func(context.Context, *Request) error
@@ -108,6 +111,9 @@ func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, 
 	}
 	if cfg.fair {
 		l.queuer = s.(Queuer)
+	}
+	if r, ok := s.(TTLRounder); ok {
+		l.rounder = r
 	}
 	if n, ok := s.(Notifier); ok && cfg.notify {
 		n.Announce()
@@ -425,7 +431,8 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 			return nil, l.storageErr("acquire", req.Name, err)
 		}
 		if ok {
-			return l.newLease(req.Name, req.Key, token, fence, req.TTL, validity(sent, req.TTL)), nil
+			ttl := l.heldFor(req.TTL)
+			return l.newLease(req.Name, req.Key, token, fence, ttl, validity(sent, ttl)), nil
 		}
 		left := time.Until(req.Deadline)
 		if left <= 0 {
@@ -448,6 +455,19 @@ func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
 			timer.Stop() // no stale tick after Stop since Go 1.23
 		}
 	}
+}
+
+// heldFor returns how long the store holds a lock that a command set with
+// ttl: what a TTLRounder answers (a store that rounds TTLs up, such as
+// etcd's whole seconds), ttl for any other store.
+func (l *Locker) heldFor(ttl time.Duration) time.Duration {
+	if l.rounder == nil {
+		return ttl
+	}
+	if d := l.rounder.StoreTTL(ttl); d > 0 {
+		return d
+	}
+	return ttl
 }
 
 // detach returns ctx without its cancellation and deadline, as

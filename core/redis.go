@@ -53,6 +53,9 @@ type redisStore struct {
 	// timeout of the Locker that configured the store, 0 for
 	// DefaultIOTimeout.
 	ioTimeout atomic.Int64
+	// dials remembers why the client's latest dial failed (see dialWatch),
+	// for the error of a call that ran out of time meanwhile.
+	dials *dialWatch
 }
 
 // NewRedisStore returns the Store on the Redis deployment behind client: a
@@ -76,11 +79,22 @@ type redisStore struct {
 // timeout no longer bounds a call to a stalled server (the client's own read
 // timeout does). New and NewWithStore log a warning for such a client.
 //
+// On a *redis.Client (standalone or Sentinel), NewRedisStore adds a hook
+// (redis.Hook) that watches the client's dials, and nothing else: go-redis
+// retries a refused connection until the context's deadline and then
+// returns the context's error alone, and the hook lets the store report the
+// refusal instead (ErrStorage wrapping the dial error, so that
+// errors.Is(err, syscall.ECONNREFUSED) holds). Each store built on a client
+// adds one such hook.
+//
 // A nil client makes every call fail; New and NewWithStore report it from
 // Err.
 func NewRedisStore(client redis.UniversalClient) Store {
-	s := &redisStore{client: client, cached: make(map[*redis.Script]*atomic.Bool), linger: DefaultNotifyLinger}
+	s := &redisStore{client: client, cached: make(map[*redis.Script]*atomic.Bool), linger: DefaultNotifyLinger, dials: new(dialWatch)}
 	s.undos = newUndos(s)
+	if c, ok := client.(*redis.Client); ok && c != nil {
+		c.AddHook(s.dials)
+	}
 	for _, sc := range []*redis.Script{acquireScript.Script, acquireFencedScript, releaseScript.Script, extendScript, extendFencedScript, fenceFloorScript, enqueueScript.Script, dequeueScript, pollScript} {
 		s.cached[sc] = new(atomic.Bool)
 	}
@@ -90,17 +104,76 @@ func NewRedisStore(client redis.UniversalClient) Store {
 	return s
 }
 
-// failed is called with every error of a call. With a cluster client it asks
-// the client to reload the cluster's topology in the background (go-redis
-// deduplicates the reloads): after a failover the dead master answers no
-// MOVED, and go-redis would otherwise keep sending to it until its periodic
-// reload, a minute later.
+// failed is called with every error of a call, and returns the error to
+// report. With a cluster client it asks the client to reload the cluster's
+// topology in the background (go-redis deduplicates the reloads): after a
+// failover the dead master answers no MOVED, and go-redis would otherwise
+// keep sending to it until its periodic reload, a minute later. A call that
+// ran out of time while the client could not connect reports why it could
+// not (see dialWatch.explain).
 func (s *redisStore) failed(err error) error {
 	if err != nil && err != redis.Nil && s.reload != nil {
 		s.reload(context.Background())
 	}
+	return s.dials.explain(err)
+}
+
+// dialWatch is a go-redis hook that remembers the outcome of the client's
+// latest dial. go-redis retries a failed dial (and the command) with
+// back-off sleeps until the command's context ends, and then returns the
+// context's error alone: an unreachable server would be reported as "no
+// reply within the I/O timeout", its cause (a refused connection, an
+// unknown host) lost.
+type dialWatch struct {
+	last atomic.Pointer[error] // the latest dial's error; nil once a dial succeeded
+}
+
+// DialHook records the outcome of each dial. A dial cut by its context is
+// not recorded: that says no more than the call's own context error.
+func (d *dialWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		switch {
+		case err == nil:
+			d.last.Store(nil)
+		case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+			d.last.Store(&err)
+		}
+		return conn, err
+	}
+}
+
+// ProcessHook leaves commands alone.
+func (d *dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+// ProcessPipelineHook leaves pipelines alone.
+func (d *dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// explain returns err, or, when err is a context's deadline (the call ran
+// out of time) while the client's latest dial failed, a connectError
+// carrying that dial's error: the call found no connection, and the dial
+// error says why. A cancellation stays itself.
+func (d *dialWatch) explain(err error) error {
+	if d == nil || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if last := d.last.Load(); last != nil {
+		return &connectError{dial: *last}
+	}
 	return err
 }
+
+// connectError is the error of a call that ended with its context while the
+// client could not connect to the server. It wraps the dial error (a
+// *net.OpError: errors.Is(err, syscall.ECONNREFUSED) for a refused
+// connection), not the context's error, so that the Locker reports it as
+// ErrStorage with its cause.
+type connectError struct{ dial error }
+
+func (e *connectError) Error() string { return "no connection to Redis: " + e.dial.Error() }
+func (e *connectError) Unwrap() error { return e.dial }
 
 // run runs a script in one round trip. Its first run on this deployment
 // sends the script's text (EVAL, which also caches it in Redis), later ones

@@ -1,6 +1,8 @@
 // Package etcdstore keeps reqlock's locks in etcd (v3 API, through
 // go.etcd.io/etcd/client/v3): a core.Store, with push wake-ups for waiters
-// (core.Notifier), for a Locker built with core.NewWithStore.
+// (core.Notifier), failed releases finished in the background
+// (core.Undoer) and the TTL etcd really holds (core.TTLRounder), for a
+// Locker built with core.NewWithStore.
 //
 //	client, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 //	...
@@ -55,12 +57,20 @@
 //
 // # TTLs
 //
-// etcd leases count whole seconds: a TTL is rounded up to the next second (a
-// lock taken for 1.2 s may stay held for 2 s; the Locker's own validity
-// still counts the 1.2 s). And etcd raises every lease to a minimum of 1.5
-// election timeouts, rounded up to whole seconds: 2 s with etcd's default
-// election timeout of 1 s (--election-timeout 1000), 1 s with 100 ms. Use
-// TTLs of a few seconds or more. Expiry is judged by the etcd leader's
+// etcd leases count whole seconds: a TTL is rounded up to the next second.
+// And etcd raises every lease to a minimum of 1.5 election timeouts,
+// rounded up to whole seconds: 2 s with etcd's default election timeout of
+// 1 s (--election-timeout 1000), 1 s with 100 ms. A lock is held for that
+// TTL, and the Locker says so: the Store is a core.TTLRounder (StoreTTL),
+// so Lease.TTL reports the TTL etcd holds, not the one asked for (TTL(300ms)
+// and TTL(1.2s) are held, and reported, as 2 s by default), and the lease's
+// validity, Done and the watchdog's renewals count from it. That is also how
+// long the name stays taken when its holder dies without releasing it. The
+// store learns etcd's minimum from the first grant that etcd raises, within
+// the acquisition that made it, and then asks every grant for at least that
+// minimum: keep one election timeout for every member of a cluster, as
+// etcd's tuning guide recommends. Use TTLs of a few seconds or more.
+// Expiry is judged by the etcd leader's
 // clock, which checks for expired leases twice a second: a lock may outlive
 // its TTL by up to half a second. After a leader change the new leader
 // gives every lease its full TTL again: a lock may then outlive its TTL by
@@ -74,14 +84,34 @@
 // While the store cannot be reached, calls fail with an error, or with the
 // context's error when the Locker's I/O timeout cuts them (etcd's client
 // waits for a connection until then); the Locker reports both as
-// core.ErrStorage. Configure the client with DialKeepAliveTime and
-// DialKeepAliveTimeout, so that a dead connection is noticed, and, for
-// quick reconnection, a short gRPC backoff (grpc.WithConnectParams in
-// Config.DialOptions).
+// core.ErrStorage. New does no I/O. A call that runs out of time while the
+// client cannot connect (its connection attempts failed: a refused
+// connection, an unknown host, a TLS handshake etcd rejects) fails, when its
+// context ends (the Locker's I/O timeout), with an error that names the
+// endpoints and the connection's last error instead of the bare context
+// error, for example
+//
+//	etcdstore: acquire "reqlock:{order:42}": no connection to etcd at 127.0.0.1:2379: connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:2379: connect: connection refused"
+//
+// (the store asks the connection for its last error with a call that does
+// not wait for a connection, at once). A link that swallows everything (the
+// connection open, no reply) still ends with the context's error.
+// Configure the client with DialKeepAliveTime and DialKeepAliveTimeout, so
+// that a dead connection is noticed, and, for quick reconnection, a short
+// gRPC backoff (grpc.WithConnectParams in Config.DialOptions).
 //
 // An attempt that fails after its transaction may have reached etcd (a
 // reply lost or too late) revokes its lease, which deletes the key if the
 // transaction set it and makes the transaction fail if it arrives later: at
 // once, then in the background until etcd confirms it. Its lease's TTL
 // bounds such a key in any case.
+//
+// A Release that fails with a storage error (its transaction may not have
+// reached etcd) is finished in the background (core.Undoer): the Locker
+// hands it to Undo, which sends the release's compare-and-delete of the
+// lease's token again every 250 ms until etcd answers one, so that the name
+// is free as soon as etcd is reachable again instead of at the end of its
+// TTL. It stops at the first answer (the key is deleted, or no longer holds
+// the token), when the lock has expired by itself, or at Close, and it
+// never deletes a key that another token holds.
 package etcdstore

@@ -36,7 +36,7 @@ func (l lease) usable(now time.Time) bool {
 // take returns a kept lease for a TTL of secs seconds, the newest first, and
 // whether there was one.
 func (s *Store) take(secs int64) (lease, bool) {
-	ttl := max(secs, s.minTTL.Load())
+	ttl := s.leaseSecs(secs)
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -85,10 +85,10 @@ func (s *Store) put(l lease) {
 }
 
 // hold records l as the lease of the lock of token on key k.
-func (s *Store) hold(k, token string, l lease, secs int64) {
+func (s *Store) hold(k, token string, l lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.held[heldKey{k, token}] = heldLease{lease: l, secs: secs}
+	s.held[heldKey{k, token}] = heldLease{lease: l}
 	if len(s.held) < s.sweepAt {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,15 +15,20 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
 
 	"github.com/reqlock/reqlock/core"
 )
 
 // The capabilities of a Store, checked by the compiler.
 var (
-	_ core.Store    = (*Store)(nil)
-	_ core.Notifier = (*Store)(nil)
-	_ io.Closer     = (*Store)(nil)
+	_ core.Store      = (*Store)(nil)
+	_ core.Notifier   = (*Store)(nil)
+	_ core.Undoer     = (*Store)(nil)
+	_ core.TTLRounder = (*Store)(nil)
+	_ io.Closer       = (*Store)(nil)
 )
 
 // Store is a core.Store that keeps locks in etcd. Build it with New and
@@ -69,10 +75,9 @@ func (l lease) expiry() time.Time { return l.fresh.Add(time.Duration(l.ttl) * ti
 // heldKey names a lock taken through this store: its etcd key and token.
 type heldKey struct{ key, token string }
 
-// heldLease is the lease of a held lock and the TTL its holder asked for.
+// heldLease is the lease of a held lock.
 type heldLease struct {
 	lease
-	secs int64
 }
 
 // New returns a Store that keeps its locks in the etcd cluster behind
@@ -80,7 +85,11 @@ type heldLease struct {
 // after the Lockers that use it). A nil client (or one not made by
 // clientv3.New), or an invalid or nil option, returns an error wrapping
 // core.ErrInvalidOption, and no Store.
-// New does no I/O.
+//
+// New does no I/O: an endpoint that cannot be reached is reported by the
+// first call, when its context (the Locker's I/O timeout) ends, with an
+// error that names the endpoints and the connection's last error (see
+// "Failures" in the package documentation).
 func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("etcdstore: %w: the client is nil", core.ErrInvalidOption)
@@ -123,6 +132,31 @@ func seconds(ttl time.Duration) int64 {
 	return max(1, int64((ttl+time.Second-1)/time.Second))
 }
 
+// leaseSecs returns the TTL in seconds of the lease that holds a lock asked
+// for secs: secs, raised to the server's minimum lease TTL once a grant
+// has shown it.
+func (s *Store) leaseSecs(secs int64) int64 {
+	return max(secs, s.minTTL.Load())
+}
+
+// StoreTTL is part of core.TTLRounder: it returns how long the store holds
+// a lock asked for ttl, which the Locker reports as Lease.TTL and counts
+// the lease's validity from. etcd leases count whole seconds, so ttl is
+// rounded up to the next second; and etcd raises a lease to its minimum TTL
+// (1.5 election timeouts, rounded up to whole seconds: 2 s with etcd's
+// default election timeout of 1 s), which the store learns from the first
+// grant it raises (by the time the Locker asks, the acquisition has made
+// that grant). So TTL(300ms) is held, and reported, as 2 s by default.
+//
+// The store asks every grant for at least this TTL, so a lock is never held
+// for less than StoreTTL reports, as long as every member of the cluster has
+// the same minimum (the same election timeout), as etcd's tuning guide
+// recommends: a leader with a lower minimum than a grant has shown grants
+// what it is asked, and one with a higher minimum grants more.
+func (s *Store) StoreTTL(ttl time.Duration) time.Duration {
+	return time.Duration(s.leaseSecs(seconds(ttl))) * time.Second
+}
+
 // TryAcquire takes key for token in one transaction: if the key does not
 // exist (its create revision is 0), put it with token as its value, bound
 // to a lease of ttl (rounded up to whole seconds); else read it. A key that
@@ -163,7 +197,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		s.undo(ctx, l.id, start, l.expiry())
 		return false, 0, s.errorf("acquire", key, err)
 	case resp.Succeeded:
-		s.hold(k, token, l, secs)
+		s.hold(k, token, l)
 		return true, fenceOf(fenced, resp.Header.Revision), nil
 	}
 	kv := rangeKV(resp)
@@ -180,7 +214,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	ok, _, used, err := s.reattach(ctx, k, token, secs, false)
 	if err != nil {
 		// The key may be bound to either lease: revoke both.
-		s.undo(ctx, clientv3.LeaseID(kv.Lease), start, time.Now().Add(time.Duration(secs)*time.Second))
+		s.undo(ctx, clientv3.LeaseID(kv.Lease), start, time.Now().Add(time.Duration(s.leaseSecs(secs))*time.Second))
 		s.undo(ctx, used.id, start, used.expiry())
 		return false, 0, s.errorf("acquire", key, err)
 	}
@@ -222,7 +256,7 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	k := s.prefix + key
 	secs := seconds(ttl)
-	if h, ok := s.heldLease(k, token); ok && h.secs == secs {
+	if h, ok := s.heldLease(k, token); ok && h.ttl == s.leaseSecs(secs) {
 		ok, fence, done, err := s.renew(ctx, k, token, h, fenced)
 		if err != nil {
 			return false, 0, s.errorf("extend", key, err)
@@ -305,7 +339,7 @@ func (s *Store) reattach(ctx context.Context, k, token string, secs int64, fence
 		return false, 0, lease{}, nil
 	}
 	old, had := s.forget(k, token)
-	s.hold(k, token, l, secs)
+	s.hold(k, token, l)
 	if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); had && prev != nil && clientv3.LeaseID(prev.Lease) == old.id && old.id != l.id {
 		s.put(old.lease)
 	}
@@ -367,9 +401,11 @@ func (s *Store) txnWithLease(ctx context.Context, secs int64, op func(clientv3.L
 	}
 }
 
-// grant grants a new lease of secs seconds, and learns the server's minimum
-// TTL from a grant that raised it.
+// grant grants a new lease of secs seconds (at least the server's minimum
+// TTL once known: see StoreTTL), and learns that minimum from a grant that
+// raised the TTL it asked for.
 func (s *Store) grant(ctx context.Context, secs int64) (lease, error) {
+	secs = s.leaseSecs(secs)
 	sent := time.Now()
 	resp, err := s.client.Grant(ctx, secs)
 	if err != nil {
@@ -456,17 +492,68 @@ func fenceOf(fenced bool, rev int64) int64 {
 
 // errorf wraps an error of an operation on key. The caller's context
 // errors stay reachable with errors.Is (etcd's client returns them as they
-// are).
+// are), but for a deadline that passed while the client could not connect:
+// that error says why it could not, naming the endpoints (see unreachable).
 func (s *Store) errorf(op, key string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		if u := s.unreachable(s.prefix + key); u != nil {
+			err = u
+		}
+	}
 	return fmt.Errorf("etcdstore: %s %q: %w", op, key, err)
 }
 
-// Close ends the watches of Watch and the clean-ups of failed attempts that
-// are still retrying (a key they could not remove yet goes with its lease's
-// TTL), and waits for their goroutines. It does not close the client, and
-// sends nothing: kept leases expire on the server by themselves. The Store
-// still takes, releases and extends locks after Close, without watches or
-// background clean-ups. Close is idempotent and returns nil.
+// probeTimeout bounds the call with which unreachable asks the client's
+// connection for its last error. The call fails at once while the
+// connection is in transient failure (it makes no connection attempt of its
+// own); the bound only matters when the connection recovers meanwhile.
+const probeTimeout = 250 * time.Millisecond
+
+// unreachable returns why the client cannot reach etcd, or nil when it can
+// or does not know. etcd's client waits for a connection until a call's
+// deadline (gRPC's WaitForReady) and then returns the context's error
+// alone: an endpoint that refuses connections, or that TLS rejects, would
+// be reported as "context deadline exceeded". While the client's connection
+// is in transient failure (its attempts to connect failed), a call that
+// does not wait for it (k's count, serializable) fails at once with the
+// connection's last error, which names the endpoint and the cause.
+func (s *Store) unreachable(k string) error {
+	conn := s.client.ActiveConnection()
+	if conn == nil || conn.GetState() != connectivity.TransientFailure {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	_, err := etcdserverpb.NewKVClient(conn).Range(ctx,
+		&etcdserverpb.RangeRequest{Key: []byte(k), CountOnly: true, Serializable: true},
+		grpc.WaitForReady(false))
+	if status.Code(err) != codes.Unavailable {
+		return nil
+	}
+	return &unreachableError{endpoints: s.client.Endpoints(), err: err}
+}
+
+// unreachableError is the error of a call that ran out of time while the
+// client could not connect to etcd: the endpoints, and the connection's
+// last error (a gRPC status of code Unavailable, wrapped).
+type unreachableError struct {
+	endpoints []string
+	err       error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("no connection to etcd at %s: %s", strings.Join(e.endpoints, ","), status.Convert(e.err).Message())
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// Close ends the watches of Watch and the clean-ups of failed attempts and
+// failed releases (Undo) that are still retrying (a key they could not
+// remove yet goes with its lease's TTL), and waits for their goroutines. It
+// does not close the client, and sends nothing: kept leases expire on the
+// server by themselves. The Store still takes, releases and extends locks
+// after Close, without watches or background clean-ups. Close is idempotent
+// and returns nil.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
