@@ -416,12 +416,18 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-// extend is Extend on a lease that owns its hold, for a valid ttl.
+// extend is Extend on a lease that owns its hold, for a valid ttl; a ttl
+// of 0 renews it for its TTL (or the one it wants), read once the Extends
+// before it are done: a watchdog's renewal that waited for a user's Extend
+// must not set the lock back to the TTL the lease had before it.
 func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 	l.extendMu.Lock()
 	defer l.extendMu.Unlock()
 	l.mu.Lock()
 	gone := l.state != stateHeld
+	if ttl <= 0 {
+		ttl = max(l.ttl, l.want)
+	}
 	l.mu.Unlock()
 	if gone {
 		return fmt.Errorf("%w: extend %q: the lease was released or lost", ErrNotHeld, l.name)

@@ -106,7 +106,6 @@ func (l *Lease) renew(ctx context.Context, w *watchdog) {
 			continue
 		case <-timer.C:
 		}
-		ttl := max(l.TTL(), l.want)
 		every := l.locker.renewEvery(l.TTL())
 		giveUp := l.ValidUntil().Add(-every)
 		rctx, cancel := context.WithDeadline(ctx, giveUp) // a renewal past giveUp is too late
@@ -120,7 +119,7 @@ func (l *Lease) renew(ctx context.Context, w *watchdog) {
 				l.giveUp()
 			}
 		})
-		err := l.extend(rctx, ttl)
+		err := l.extend(rctx, 0) // the lease's TTL once an Extend in flight is done
 		late.Stop()
 		cancel()
 		switch {
