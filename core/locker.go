@@ -75,13 +75,10 @@ func NewWithStore(s Store, opts ...Option) *Locker {
 	return newLocker(s, false, err, nil, opts)
 }
 
-// configurable is a store of this package that takes Locker settings (I/O
-// timeout, notify linger).
-type configurable interface{ configure(*config) }
-
-func (s *redisStore) configure(cfg *config) {
-	s.setLinger(cfg.notifyLinger)
-	s.ioTimeout.Store(int64(cfg.ioTimeout))
+// Tune takes the settings of the Locker built on the store (Tuner).
+func (s *redisStore) Tune(st StoreSettings) {
+	s.setLinger(st.NotifyLinger)
+	s.ioTimeout.Store(int64(st.IOTimeout))
 }
 
 // newLocker builds a Locker on s; err reports bad arguments, clients are
@@ -106,8 +103,8 @@ func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, 
 	if err != nil {
 		return l
 	}
-	if c, ok := s.(configurable); ok {
-		c.configure(&l.cfg)
+	if t, ok := s.(Tuner); ok {
+		t.Tune(StoreSettings{IOTimeout: cfg.ioTimeout, NotifyLinger: cfg.notifyLinger})
 	}
 	if cfg.fair {
 		l.queuer = s.(Queuer)
@@ -485,10 +482,10 @@ func detach(ctx context.Context) context.Context {
 
 // tryAcquire is one attempt of spin in the store; first is set for the first
 // attempt of an Acquire, which expects the name to be free (see
-// freeAcquirer).
+// FreeAcquirer).
 func (l *Locker) tryAcquire(ctx context.Context, req *Request, token string, first bool) (bool, int64, error) {
-	if s, ok := l.store.(freeAcquirer); ok && first {
-		return s.tryAcquireFree(ctx, req.Key, token, req.TTL, l.cfg.fencing)
+	if s, ok := l.store.(FreeAcquirer); ok && first {
+		return s.TryAcquireFree(ctx, req.Key, token, req.TTL, l.cfg.fencing)
 	}
 	return l.store.TryAcquire(ctx, req.Key, token, req.TTL, l.cfg.fencing)
 }

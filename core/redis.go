@@ -232,7 +232,7 @@ func companionsLen(key string) int {
 // server's clock in microseconds (Redis 5.0 or later).
 //
 // The Locker's first attempt of an Acquire runs acquire.lua instead (see
-// tryAcquireFree): SET ... NX GET answers a free name with a nil reply,
+// TryAcquireFree): SET ... NX GET answers a free name with a nil reply,
 // which go-redis handles as an error, at the cost of some twenty
 // allocations.
 //
@@ -248,16 +248,7 @@ func (s *redisStore) TryAcquire(ctx context.Context, key, token string, ttl time
 	return s.attempt(ctx, key, token, ttl, fenced, false)
 }
 
-// freeAcquirer is implemented by a store whose attempts can take a command
-// shaped for the outcome they expect: the Locker's first attempt of an
-// Acquire expects a free name.
-type freeAcquirer interface {
-	// tryAcquireFree is TryAcquire, for an attempt that expects to find
-	// the name free.
-	tryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error)
-}
-
-// tryAcquireFree is TryAcquire with acquire.lua (one EVALSHA) in place of
+// TryAcquireFree is TryAcquire with acquire.lua (one EVALSHA) in place of
 // SET ... NX GET, for an attempt that expects a free name: the script
 // answers an integer either way, where SET ... NX GET answers a free name
 // with a nil reply, which go-redis turns into an error (redis.Nil) and
@@ -269,11 +260,11 @@ type freeAcquirer interface {
 // Redis 7.0); later attempts, which expect a held name, stay native (SET
 // ... NX GET answers a held name with the holder's token, which costs
 // nothing to classify).
-func (s *redisStore) tryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+func (s *redisStore) TryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	return s.attempt(ctx, key, token, ttl, fenced, true)
 }
 
-// attempt is TryAcquire and tryAcquireFree: the attempt, and its clean-up if
+// attempt is TryAcquire and TryAcquireFree: the attempt, and its clean-up if
 // it fails.
 func (s *redisStore) attempt(ctx context.Context, key, token string, ttl time.Duration, fenced, free bool) (bool, int64, error) {
 	sent := time.Now()

@@ -95,7 +95,7 @@ func TestTryAcquireIsRetrySafe(t *testing.T) {
 		s.noSetGet.Store(mode == "legacy")
 		try := s.TryAcquire
 		if mode == "free" {
-			try = s.tryAcquireFree
+			try = s.TryAcquireFree
 		}
 		key := "k:" + mode
 		var first int64
@@ -202,7 +202,7 @@ func TestTryAcquireOfItsOwnKeyResetsTheTTL(t *testing.T) {
 		s.noSetGet.Store(mode == "legacy")
 		try := s.TryAcquire
 		if mode == "free" {
-			try = s.tryAcquireFree
+			try = s.TryAcquireFree
 		}
 		key := "own:" + mode
 		client.Set(ctx, key, "t1", 10*time.Second)

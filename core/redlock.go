@@ -109,12 +109,13 @@ func (r *redlockStore) check(cfg *config) error {
 	return errors.Join(errs...)
 }
 
-// configure passes the Locker's settings on to the nodes.
-func (r *redlockStore) configure(cfg *config) {
-	r.ioTimeout = cfg.ioTimeout
+// Tune takes the Locker's settings and passes them on to the nodes
+// (Tuner).
+func (r *redlockStore) Tune(st StoreSettings) {
+	r.ioTimeout = st.IOTimeout
 	for _, n := range r.nodes {
-		if c, ok := n.(configurable); ok {
-			c.configure(cfg)
+		if t, ok := n.(Tuner); ok {
+			t.Tune(st)
 		}
 	}
 }

@@ -22,7 +22,9 @@ import (
 // Optional capabilities are discovered by interface assertion: Notifier
 // (push wake-ups for WithNotify), FenceRaiser (fencing on a Redlock quorum),
 // Queuer (WithFair), Undoer (failed releases finished in the background),
-// TTLRounder (a store that holds locks longer than asked) and io.Closer
+// TTLRounder (a store that holds locks longer than asked), FreeAcquirer (a
+// first attempt shaped for a free name), Tuner (the Locker's settings) and
+// io.Closer
 // (closed by the Locker that built the store: New and NewRedlock; a store
 // given to NewWithStore is the caller's to close).
 //
@@ -113,6 +115,36 @@ type Undoer interface {
 // it. A store without it holds what it is asked.
 type TTLRounder interface {
 	StoreTTL(ttl time.Duration) time.Duration
+}
+
+// FreeAcquirer is the optional capability of a Store whose attempts can
+// take a command shaped for the outcome they expect. The Locker's first
+// attempt of an Acquire expects a free name (most names are), and calls
+// TryAcquireFree instead of TryAcquire; later attempts expect a held one.
+// TryAcquireFree has TryAcquire's contract whole; only its cost may differ
+// (the Redis store: a script whose reply is an integer either way, where
+// SET ... NX GET answers a free name with a nil reply that go-redis handles
+// as an error, at the cost of some twenty allocations).
+type FreeAcquirer interface {
+	TryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (ok bool, fence int64, err error)
+}
+
+// Tuner is the optional capability of a Store that takes the settings of
+// the Locker built on it: the Locker calls Tune once, when it is built,
+// before any other call. A store bounds its own background calls (the
+// clean-ups of failed attempts) by IOTimeout, and a Notifier keeps a name's
+// subscription NotifyLinger after its last watcher left.
+type Tuner interface {
+	Tune(StoreSettings)
+}
+
+// StoreSettings are the settings a Locker gives its store (Tuner).
+type StoreSettings struct {
+	// IOTimeout bounds each call to the store (WithIOTimeout).
+	IOTimeout time.Duration
+	// NotifyLinger is how long a subscription outlives its last watcher
+	// (WithNotifyLinger).
+	NotifyLinger time.Duration
 }
 
 // FenceRaiser is the optional capability of a Store that can raise the

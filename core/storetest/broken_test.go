@@ -400,6 +400,17 @@ func (q undoKeepsPlace) Undo(ctx context.Context, key, token string, ttl time.Du
 	_ = q.c.Eval(ctx, `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`, []string{key}, token).Err()
 }
 
+// freeAcquireOverwrites is a FreeAcquirer whose TryAcquireFree sets the
+// key whoever holds it.
+type freeAcquireOverwrites struct{ base }
+
+func (s freeAcquireOverwrites) TryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	if err := s.c.Set(ctx, key, token, ttl).Err(); err != nil {
+		return false, 0, err
+	}
+	return true, 0, nil
+}
+
 // brokenCase is a store that breaks property, described by store, and a
 // piece of the failure the suite must report.
 type brokenCase struct {
@@ -448,6 +459,11 @@ var brokenCases = []brokenCase{
 		property: "UndoByOtherTokenKeepsLock", store: "Undo ignores the token",
 		wrap: func(b base) core.Store { return undoIgnoresToken{undoing{b}} },
 		want: "with a token that does not hold it freed the lock",
+	},
+	{
+		property: "FreeAcquireIsTryAcquire", store: "TryAcquireFree without NX",
+		wrap: func(b base) core.Store { return freeAcquireOverwrites{b} },
+		want: "which another token holds, reported true",
 	},
 	{
 		property: "UndoOfWaiterLeavesQueue", store: "Undo leaves a waiter its place",

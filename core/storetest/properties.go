@@ -28,6 +28,7 @@ var properties = []property{
 	{"CancelIsContextCanceled", cancelIsContextCanceled},
 	{"DeadlineIsContextDeadlineExceeded", deadlineIsContextDeadlineExceeded},
 	{"StoreDownIsErrStorage", storeDownIsErrStorage},
+	{"FreeAcquireIsTryAcquire", freeAcquireIsTryAcquire},
 	{"UndoByHolderFreesLock", undoByHolderFreesLock},
 	{"UndoByOtherTokenKeepsLock", undoByOtherTokenKeepsLock},
 	{"UndoOfWaiterLeavesQueue", undoOfWaiterLeavesQueue},
