@@ -208,6 +208,15 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		}
 		return false, 0, nil
 	}
+	if l.id != clientv3.NoLease && clientv3.LeaseID(kv.Lease) == l.id {
+		// This very transaction was applied twice (a transmission whose
+		// answer was lost, sent again): the key is bound to this
+		// attempt's lease, which must not go back to the pool, where
+		// another acquisition would bind its key to it too (and a revoke
+		// or an expiry of one would end both).
+		s.hold(k, token, l)
+		return true, fenceOf(fenced, kv.CreateRevision), nil
+	}
 	// An attempt sent again: the key is ours, bound to the lease of the
 	// first transmission. Bind it to a lease of this attempt's TTL.
 	s.put(l)

@@ -702,3 +702,59 @@ func TestPartition(t *testing.T) {
 	}
 	release(t, s, key, "healed")
 }
+
+// TestTransactionAppliedTwiceKeepsItsLease: an acquiring transaction that
+// etcd applies twice (its first answer lost, the transmission sent again)
+// finds the key bound to its own lease. The lease stays the lock's: it does
+// not go back to the pool (from which another acquisition would bind its
+// key to it too) and the key is not moved to another lease (a further
+// transaction).
+func TestTransactionAppliedTwiceKeepsItsLease(t *testing.T) {
+	leakCheck(t)
+	ctx := context.Background()
+	var armed atomic.Bool
+	var txns atomic.Int64
+	cfg := clientConfig(shared.Addr())
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(
+		func(c context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if method == "/etcdserverpb.KV/Txn" {
+				txns.Add(1)
+				if armed.CompareAndSwap(true, false) {
+					// The first transmission is applied, its answer lost.
+					txns.Add(1)
+					if err := invoker(c, method, req, reply, cc, opts...); err != nil {
+						return err
+					}
+				}
+			}
+			return invoker(c, method, req, reply, cc, opts...)
+		}))
+	client, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	s := newStore(t, client)
+	direct := newClient(t, "")
+	key := uniq(t)
+	armed.Store(true)
+	ok, _, err := s.TryAcquire(ctx, key, "twice", time.Minute, false)
+	if err != nil || !ok {
+		t.Fatalf("TryAcquire whose transaction was applied twice = %v, %v; want true", ok, err)
+	}
+	if n := txns.Load(); n != 2 {
+		t.Fatalf("the acquire sent %d transactions, want 2 (one, applied twice): it moved the key to another lease", n)
+	}
+	bound := clientv3.LeaseID(get(t, direct, s, key).Kvs[0].Lease)
+	// The next acquisition of another key must not be bound to the lock's
+	// lease.
+	other := uniq(t)
+	if ok, _, err := s.TryAcquire(ctx, other, "other", time.Minute, false); err != nil || !ok {
+		t.Fatalf("TryAcquire of another key = %v, %v", ok, err)
+	}
+	if l := clientv3.LeaseID(get(t, direct, s, other).Kvs[0].Lease); l == bound {
+		t.Fatalf("another key was bound to the lease %x of the lock whose transaction was applied twice", l)
+	}
+	release(t, s, key, "twice")
+	release(t, s, other, "other")
+}
