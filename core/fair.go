@@ -416,6 +416,7 @@ func (l *Locker) shortLease(name, key, token string, fence int64, ttl time.Durat
 		token:      token,
 		fence:      fence,
 		ttl:        ttl,
+		basis:      ttl,
 		validUntil: validUntil,
 	}
 	if ttl < want {

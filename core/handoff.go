@@ -53,6 +53,19 @@ func (l *Lease) handoff(ctx context.Context, name string, ttl time.Duration) (*L
 	validUntil, heldTTL := l.validUntil, l.ttl
 	l.mu.Unlock()
 	stopped := l.stopWatchdog()
+	l.mu.Lock()
+	unsure := l.unsureTTL > 0
+	l.mu.Unlock()
+	if !stopped || unsure {
+		// An extend of l (a renewal that stopping the watchdog cut at the
+		// client, a failed Extend) may still land in the store, after any
+		// extend sent now, and cut the lock back to its TTL under the next
+		// holder's feet: no lease can count on the hold. End it instead;
+		// the next holder takes the name from the store with a token of
+		// its own, which no late extend of l can touch.
+		locker.undo(ctx, l.key, l.token, heldTTL)
+		return nil, fmt.Errorf("%w: handoff %q: an extend of the lease may still land", ErrNotHeld, l.name)
+	}
 
 	fencing := locker.cfg.fencing
 	if !fencing && time.Until(validUntil) >= ttl-ttl/3 {
@@ -88,11 +101,5 @@ func (l *Lease) handoff(ctx context.Context, name string, ttl time.Duration) (*L
 	if !fencing {
 		fence = l.fence
 	}
-	validUntil = validity(sent, ttl)
-	if !stopped {
-		// A renewal of l still in flight may land after this extend and
-		// cut the lock back to l's TTL: count on no more than that.
-		validUntil = validity(sent, min(ttl, heldTTL))
-	}
-	return locker.newLease(name, l.key, l.token, fence, ttl, validUntil), nil
+	return locker.newLease(name, l.key, l.token, fence, ttl, validity(sent, ttl)), nil
 }

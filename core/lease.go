@@ -37,9 +37,19 @@ type Lease struct {
 	loss       Outcome       // why the lease was lost (OutcomeNotHeld, OutcomeGaveUp); 0 if it was not
 	ttl        time.Duration // the TTL last given in the store
 	validUntil time.Time     // see validity
-	done       chan struct{} // made on the first call of Done
-	expiry     *time.Timer   // closes done when validUntil passes
-	watch      *watchdog     // renews the hold (WithWatchdog); nil otherwise
+	// basis is the TTL validUntil counts from (validUntil less
+	// validFor(basis) is when the command that set it was sent): ttl, or
+	// less while a shorter extend is on its way, or may still land.
+	basis time.Duration
+	// unsureTTL is the shortest TTL of the Extends that failed with an
+	// error, 0 when none did. Their commands may still land in the store,
+	// later than any call sent since (a stalled store runs what it had
+	// received in an order of its own), and set the lock to that TTL from
+	// then on: the lease counts on no longer a TTL from any later extend.
+	unsureTTL time.Duration
+	done      chan struct{} // made on the first call of Done
+	expiry    *time.Timer   // closes done when validUntil passes
+	watch     *watchdog     // renews the hold (WithWatchdog); nil otherwise
 	// want is the TTL a lease granted for less (WithFair: a grant lasts the
 	// waiter's patience at first) is extended to by its watchdog, which
 	// then stops unless WithWatchdog is on; 0 otherwise.
@@ -77,6 +87,7 @@ func (l *Locker) newLease(name, key, token string, fence int64, ttl time.Duratio
 		token:      token,
 		fence:      fence,
 		ttl:        ttl,
+		basis:      ttl,
 		validUntil: validUntil,
 	}
 	if l.cfg.watchdog {
@@ -416,6 +427,16 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
+// safeTTL is how long the lease counts on a lock that an extend set to ttl,
+// from when it was sent: ttl, or less while an Extend of a shorter TTL may
+// still land (see unsureTTL). l.mu must be held.
+func (l *Lease) safeTTL(ttl time.Duration) time.Duration {
+	if l.unsureTTL > 0 {
+		return min(ttl, l.unsureTTL)
+	}
+	return ttl
+}
+
 // extend is Extend on a lease that owns its hold, for a valid ttl; a ttl
 // of 0 renews it for its TTL (or the one it wants), read once the Extends
 // before it are done: a watchdog's renewal that waited for a user's Extend
@@ -435,19 +456,24 @@ func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 	ioCtx, cancel := context.WithTimeout(ctx, l.locker.cfg.ioTimeout)
 	defer cancel()
 	sent := time.Now()
+	// From the moment it is sent, the store may run the extend, whatever
+	// becomes of its reply: the lock then expires ttl (as the store holds
+	// it) after some moment from sent on, which for a shorter ttl is
+	// sooner than the validity the lease had. Keep the earlier of the two
+	// until the reply tells.
+	held := l.locker.heldFor(ttl)
+	l.mu.Lock()
+	if v := validity(sent, l.safeTTL(held)); l.state == stateHeld && v.Before(l.validUntil) {
+		l.validUntil, l.basis = v, l.safeTTL(held)
+		if l.expiry != nil {
+			l.expiry.Reset(time.Until(v))
+		}
+	}
+	l.mu.Unlock()
 	ok, _, err := l.locker.store.Extend(ioCtx, l.key, l.token, ttl, false)
 	if err != nil {
-		// The store may still run the extend, late: the lock then expires
-		// ttl (as the store holds it) after some moment from sent on, which
-		// for a shorter ttl is sooner than the validity the lease had. Keep
-		// the earlier of the two.
 		l.mu.Lock()
-		if v := validity(sent, l.locker.heldFor(ttl)); l.state == stateHeld && v.Before(l.validUntil) {
-			l.validUntil = v
-			if l.expiry != nil {
-				l.expiry.Reset(time.Until(v))
-			}
-		}
+		l.unsureTTL = l.safeTTL(held)
 		l.mu.Unlock()
 		if cerr := callerErr(ctx); cerr != nil {
 			return cerr
@@ -458,12 +484,11 @@ func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 		l.lose(OutcomeNotHeld)
 		return fmt.Errorf("%w: extend %q: the lock had expired", ErrNotHeld, l.name)
 	}
-	held := l.locker.heldFor(ttl)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.state == stateHeld {
-		l.ttl = held
-		l.validUntil = validity(sent, held)
+		l.ttl, l.basis = held, l.safeTTL(held)
+		l.validUntil = validity(sent, l.basis)
 		if l.expiry != nil {
 			l.expiry.Reset(time.Until(l.validUntil))
 		}

@@ -106,7 +106,9 @@ func (l *Lease) renew(ctx context.Context, w *watchdog) {
 			continue
 		case <-timer.C:
 		}
-		every := l.locker.renewEvery(l.TTL())
+		l.mu.Lock()
+		every := l.locker.renewEvery(l.basis)
+		l.mu.Unlock()
 		giveUp := l.ValidUntil().Add(-every)
 		rctx, cancel := context.WithDeadline(ctx, giveUp) // a renewal past giveUp is too late
 		// A client without ContextTimeoutEnabled ignores rctx's deadline
@@ -150,7 +152,7 @@ func (l *Lease) renew(ctx context.Context, w *watchdog) {
 // without a round trip inherits an older expiry, and is renewed sooner.
 func (l *Lease) untilRenewal() time.Duration {
 	l.mu.Lock()
-	ttl, validUntil := l.ttl, l.validUntil
+	ttl, validUntil := l.basis, l.validUntil
 	l.mu.Unlock()
 	sent := validUntil.Add(-validFor(ttl))
 	return max(0, time.Until(sent.Add(l.locker.renewEvery(ttl))))
