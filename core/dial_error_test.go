@@ -104,3 +104,20 @@ func TestReleaseRefusedNamesTheDialError(t *testing.T) {
 	}
 	checkRefused(t, "Release", err)
 }
+
+// TestRedlockRefusedNamesTheDialError: a Redlock whose majority of nodes
+// refuse connections reports each refusal, not "no reply in time".
+func TestRedlockRefusedNamesTheDialError(t *testing.T) {
+	leakCheck(t)
+	live := shared.Client(t)
+	var clients []redis.UniversalClient
+	for range 2 {
+		c := redis.NewClient(&redis.Options{Addr: deadAddr(t), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	l := core.NewRedlock(append(clients, live), core.WithIOTimeout(time.Second))
+	t.Cleanup(func() { _ = l.Close() })
+	_, err := l.Acquire(context.Background(), uniq(t))
+	checkRefused(t, "Redlock Acquire", err)
+}

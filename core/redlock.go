@@ -225,6 +225,18 @@ type nodeCall struct {
 // caller's context.DeadlineExceeded or Canceled.
 var errNoReply = errors.New("no reply in time")
 
+// noReply is the error of node n that did not answer in time: errNoReply,
+// or the reason its client could not connect (a refused dial) when it knows
+// one.
+func noReply(n Store) error {
+	if s, ok := n.(*redisStore); ok {
+		if err := s.dials.explain(context.DeadlineExceeded); err != context.DeadlineExceeded {
+			return err
+		}
+	}
+	return errNoReply
+}
+
 // tally counts the answers.
 func tally(results []nodeResult) (ok, failed int, fence int64, errs error) {
 	var all []error
@@ -299,9 +311,9 @@ wait:
 		case <-grace:
 			break wait // the others run on, abandoned but not failed
 		case <-ctx.Done():
-			for i := range results {
+			for i, n := range r.nodes {
 				if results[i].running != nil {
-					results[i].err = errNoReply
+					results[i].err = noReply(n)
 				}
 			}
 			break wait
