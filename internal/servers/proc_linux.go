@@ -120,3 +120,13 @@ func listeningInodes(port int) (map[string]bool, error) {
 	}
 	return inodes, nil
 }
+
+// signalGroup stops (SIGSTOP) or resumes (SIGCONT) the server's process
+// group.
+func signalGroup(p *os.Process, stop bool) error {
+	sig := syscall.SIGCONT
+	if stop {
+		sig = syscall.SIGSTOP
+	}
+	return syscall.Kill(-p.Pid, sig)
+}

@@ -3,6 +3,7 @@
 package servers
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -21,3 +22,8 @@ func killGroup(p *os.Process) { _ = p.Kill() }
 
 // waitGroupGone does nothing here.
 func waitGroupGone(pgid int) {}
+
+// signalGroup cannot stop processes here.
+func signalGroup(p *os.Process, stop bool) error {
+	return errors.New("processes cannot be frozen on this system")
+}

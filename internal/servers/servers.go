@@ -46,6 +46,11 @@ type Spec struct {
 	// Ports is how many free loopback ports the server needs (default 1).
 	// The first is the one Addr returns.
 	Ports int
+	// FixedPorts, when set, are the server's ports instead of free ones
+	// chosen at launch (Ports is then their number): the members of a
+	// cluster must know each other's ports before any of them starts (see
+	// FreePort).
+	FixedPorts []int
 	// Setup prepares dir (owned by User, when set) before the first start:
 	// initdb, a configuration file. It may be nil.
 	Setup func(p *Process) error
@@ -94,6 +99,9 @@ func Launch(spec Spec) (*Process, error) {
 	path, err := find(spec)
 	if err != nil {
 		return nil, err
+	}
+	if len(spec.FixedPorts) > 0 {
+		spec.Ports = len(spec.FixedPorts)
 	}
 	if spec.Ports <= 0 {
 		spec.Ports = 1
@@ -158,8 +166,8 @@ func (p *Process) prepare() error {
 			return fmt.Errorf("servers: %w", err)
 		}
 	}
-	p.ports = p.ports[:0]
-	for i := 0; i < p.spec.Ports; i++ {
+	p.ports = append(p.ports[:0], p.spec.FixedPorts...)
+	for i := len(p.ports); i < p.spec.Ports; i++ {
 		port, err := FreePort(p.ports)
 		if err != nil {
 			return err
@@ -261,6 +269,10 @@ func (p *Process) Restart(tb testing.TB) {
 		tb.Fatal(err)
 	}
 }
+
+// Relaunch is Restart without a testing.TB, for a goroutine of the test
+// (the members of a cluster restart together: each waits for a quorum).
+func (p *Process) Relaunch() error { return p.run() }
 
 // Close stops the server and removes its directory.
 func (p *Process) Close() {

@@ -17,8 +17,10 @@ type result[T any] struct {
 // call runs f, a blocking call of go-zookeeper (whose API takes no
 // context), bounded by ctx: it returns ctx's error as soon as ctx is done.
 // The call itself goes on until the connection answers or gives up (a
-// request is failed when the connection is lost, or a second after it could
-// not reconnect), on a goroutine of its own.
+// request is failed when the connection is lost, or when the connection's
+// HostProvider lets it give up: at once and every second with
+// go-zookeeper's own, after 3 s with this package's), on a goroutine of
+// its own.
 func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {

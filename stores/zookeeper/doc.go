@@ -1,7 +1,8 @@
 // Package zkstore keeps reqlock's locks in Apache ZooKeeper (3.5.3 or
 // later), on a github.com/go-zookeeper/zk connection:
 //
-//	conn, _, err := zk.Connect([]string{"zk1:2181", "zk2:2181", "zk3:2181"}, 10*time.Second)
+//	conn, _, err := zk.Connect([]string{"zk1:2181", "zk2:2181", "zk3:2181"}, 10*time.Second,
+//		zk.WithHostProvider(zkstore.NewHostProvider()))
 //	if err != nil {
 //		return err
 //	}
@@ -13,6 +14,11 @@
 //	defer store.Close()
 //	locker := core.NewWithStore(store, core.WithWatchdog(), core.WithFencing())
 //	defer locker.Close()
+//
+// HostProvider is recommended: the connection then reconnects within a
+// quarter of a second of a server's return (a restart, a new leader), where
+// go-zookeeper's own provider waits a second after each round of servers
+// that all failed, during which the locks are out of reach.
 //
 // # The recipe
 //

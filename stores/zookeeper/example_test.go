@@ -12,10 +12,11 @@ import (
 )
 
 // A Locker on ZooKeeper: fenced leases renewed by the watchdog, waiters
-// woken by ZooKeeper's watches. The connection and the store are the
-// caller's to close, the store first.
+// woken by ZooKeeper's watches. The connection reconnects fast through a
+// HostProvider. The connection and the store are the caller's to close,
+// the store first.
 func ExampleNew() {
-	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 10*time.Second)
+	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 10*time.Second, zk.WithHostProvider(zkstore.NewHostProvider()))
 	if err != nil {
 		log.Fatal(err)
 	}

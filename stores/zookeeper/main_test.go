@@ -46,7 +46,8 @@ const sessionTimeout = 4 * time.Second
 
 // dial returns a connection to addr (the shared server when empty) with
 // the given session timeout (sessionTimeout when 0), once it has a
-// session; it is closed when the test ends.
+// session; it is closed when the test ends. It reconnects as the package
+// documentation recommends, through a zkstore.HostProvider.
 func dial(t testing.TB, addr string, timeout time.Duration) *zk.Conn {
 	t.Helper()
 	return dialVia(t, addr, timeout, nil)
@@ -64,10 +65,11 @@ func dialVia(t testing.TB, addr string, timeout time.Duration, dialer zk.Dialer)
 	}
 	var conn *zk.Conn
 	var err error
+	hosts := zk.WithHostProvider(zkstore.NewHostProvider())
 	if dialer == nil {
-		conn, _, err = zk.Connect([]string{addr}, timeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false))
+		conn, _, err = zk.Connect([]string{addr}, timeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false), hosts)
 	} else {
-		conn, _, err = zk.Connect([]string{addr}, timeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false), zk.WithDialer(dialer))
+		conn, _, err = zk.Connect([]string{addr}, timeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false), hosts, zk.WithDialer(dialer))
 	}
 	if err != nil {
 		t.Fatal(err)
