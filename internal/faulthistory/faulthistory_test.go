@@ -1,15 +1,10 @@
 package faulthistory
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/faulthistory/history"
-	"github.com/reqlock/reqlock/internal/redistest"
 )
 
 // maxOrphan bounds the longest orphan after a stall on Redis with go-redis:
@@ -37,34 +32,10 @@ func TestFaultHistory(t *testing.T) {
 	history.Suite(t, cases)
 }
 
-// redisTarget starts a redis-server without persistence for a run: its
-// faults are a holder frozen, Redis frozen, a black-holed link (and a cut
-// one, in the long run), Redis killed and restarted empty, and FLUSHALL.
+// redisTarget is history.RedisTarget for go-redis workers, whose orphans
+// after a stall are bounded by maxOrphan.
 func redisTarget(t *testing.T) *history.Target {
-	srv := redistest.Start(t)
-	admin := redis.NewClient(srv.Options())
-	t.Cleanup(func() { _ = admin.Close() })
-	key, err := core.New(admin).Key(history.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps := []history.Step{
-		history.FreezeHolder(),
-		history.FreezeStore(func() error { srv.Freeze(t); return nil }, func() error { srv.Thaw(t); return nil }),
-		history.BreakLink(false),
-	}
-	if history.Long() {
-		steps = append(steps, history.BreakLink(true))
-	}
-	steps = append(steps,
-		history.RestartStore(true, srv.Stop, srv.Relaunch),
-		history.FlushAll(func() error { return admin.FlushAll(context.Background()).Err() }),
-	)
-	return &history.Target{
-		Addrs:     []string{srv.Addr()},
-		URL:       func(addrs []string) string { return "redis://" + addrs[0] },
-		Faults:    steps,
-		Sample:    history.RedisSample(admin, key),
-		MaxOrphan: maxOrphan,
-	}
+	target := history.RedisTarget(t, "redis")
+	target.MaxOrphan = maxOrphan
+	return target
 }

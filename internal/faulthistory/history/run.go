@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redistest"
 	"github.com/reqlock/reqlock/internal/testmain"
 )
@@ -474,6 +475,39 @@ func (r *Run) watch(read func(ctx context.Context) (string, error)) {
 		r.h.samples = append(r.h.samples, out...)
 		r.hmu.Unlock()
 	}()
+}
+
+// RedisTarget starts a redis-server without persistence for a run, which
+// workers reach by URLs of scheme ("redis" for go-redis, "rueidis"): its
+// faults are a holder frozen, Redis frozen, a black-holed link (and a cut
+// one, in the long run), Redis killed and restarted empty, and FLUSHALL;
+// the lock's key is sampled for orphans.
+func RedisTarget(t *testing.T, scheme string) *Target {
+	srv := redistest.Start(t)
+	admin := redis.NewClient(srv.Options())
+	t.Cleanup(func() { _ = admin.Close() })
+	key, err := core.New(admin).Key(Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []Step{
+		FreezeHolder(),
+		FreezeStore(func() error { srv.Freeze(t); return nil }, func() error { srv.Thaw(t); return nil }),
+		BreakLink(false),
+	}
+	if Long() {
+		steps = append(steps, BreakLink(true))
+	}
+	steps = append(steps,
+		RestartStore(true, srv.Stop, srv.Relaunch),
+		FlushAll(func() error { return admin.FlushAll(context.Background()).Err() }),
+	)
+	return &Target{
+		Addrs:  []string{srv.Addr()},
+		URL:    func(addrs []string) string { return scheme + "://" + addrs[0] },
+		Faults: steps,
+		Sample: RedisSample(admin, key),
+	}
 }
 
 // RedisSample returns a Target.Sample that reads the lock's key with GET.

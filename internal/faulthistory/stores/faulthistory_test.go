@@ -10,11 +10,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/faulthistory/history"
-	"github.com/reqlock/reqlock/internal/redistest"
 	"github.com/reqlock/reqlock/internal/servers"
 	sqlstore "github.com/reqlock/reqlock/stores/sql"
 )
@@ -226,29 +223,5 @@ func memcachedTarget(t *testing.T) *history.Target {
 // rueidis, with the faults of the Redis run of the root module (Redis
 // restarted empty, FLUSHALL), the lock's key sampled for orphans.
 func rueidisTarget(t *testing.T) *history.Target {
-	srv := redistest.Start(t)
-	admin := redis.NewClient(srv.Options())
-	t.Cleanup(func() { _ = admin.Close() })
-	key, err := core.New(admin).Key(history.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps := []history.Step{
-		history.FreezeHolder(),
-		history.FreezeStore(func() error { srv.Freeze(t); return nil }, func() error { srv.Thaw(t); return nil }),
-		history.BreakLink(false),
-	}
-	if history.Long() {
-		steps = append(steps, history.BreakLink(true))
-	}
-	steps = append(steps,
-		history.RestartStore(true, srv.Stop, srv.Relaunch),
-		history.FlushAll(func() error { return admin.FlushAll(context.Background()).Err() }),
-	)
-	return &history.Target{
-		Addrs:  []string{srv.Addr()},
-		URL:    func(addrs []string) string { return "rueidis://" + addrs[0] },
-		Faults: steps,
-		Sample: history.RedisSample(admin, key),
-	}
+	return history.RedisTarget(t, "rueidis")
 }
