@@ -19,6 +19,7 @@ import (
 
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/core/storetest"
+	"github.com/reqlock/reqlock/internal/pubsub"
 )
 
 // This file is the simulated store of the deterministic simulation
@@ -1192,7 +1193,7 @@ func (v *simView) Grants(key, token string) (<-chan core.Grant, func()) {
 	if h, ok := v.unclaimed[token]; ok {
 		delete(v.unclaimed, token)
 		if time.Since(h.heard) <= simUnclaimedFor {
-			simOffer(sub.c, h.g)
+			pubsub.Offer(sub.c, h.g)
 		}
 	}
 	v.mu.Unlock()
@@ -1290,7 +1291,7 @@ func (v *simView) deliverGrant(key string, m simMsg, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if sub := v.grants[m.token]; sub != nil {
-		simOffer(sub.c, m.grant)
+		pubsub.Offer(sub.c, m.grant)
 	} else if v.subscribedLocked(key) {
 		v.unclaimed[m.token] = simHeldGrant{g: m.grant, heard: now}
 	}
@@ -1301,27 +1302,7 @@ func (v *simView) pollRequest(token string, sub *simGrantSub) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.grants[token] == sub {
-		simOffer(sub.c, core.Grant{})
-	}
-}
-
-// simOffer puts g in c (capacity 1), replacing a pending poll request (the
-// zero Grant), as internal/pubsub does.
-func simOffer(c chan core.Grant, g core.Grant) {
-	for {
-		select {
-		case c <- g:
-			return
-		default:
-		}
-		select {
-		case old := <-c:
-			if old != (core.Grant{}) {
-				c <- old
-				return
-			}
-		default:
-		}
+		pubsub.Offer(sub.c, core.Grant{})
 	}
 }
 

@@ -76,7 +76,7 @@ func (r *Registry[G]) JoinQueue(channel, token string, g chan G) *Waiter[G] {
 	if w != nil {
 		r.mu.Lock()
 		if g0, ok := r.unclaimed.Claim(token); ok {
-			offer(g, g0)
+			Offer(g, g0)
 		}
 		r.mu.Unlock()
 	}
@@ -192,7 +192,7 @@ func (r *Registry[G]) Deliver(channel, payload string) {
 		case w.grants == nil:
 			signal(w.c)
 		case isGrant && w.token == token:
-			offer(w.grants, grant)
+			Offer(w.grants, grant)
 			claimed = true
 		}
 	}
@@ -210,7 +210,7 @@ func (r *Registry[G]) Confirmed(channel string) {
 	var poll G
 	for w := range r.waiters[channel] {
 		if w.grants != nil {
-			offer(w.grants, poll)
+			Offer(w.grants, poll)
 		}
 	}
 }
@@ -235,9 +235,10 @@ func signal(c chan struct{}) {
 	}
 }
 
-// offer puts g in c (capacity 1), replacing a pending poll request (the
-// zero G): a grant outranks it.
-func offer[G comparable](c chan G, g G) {
+// Offer puts g in c (capacity 1), replacing a pending poll request (the
+// zero G): a grant outranks it. The grants channel of a waiter is fed this
+// way, here and by the engine's simulated store (core's tests).
+func Offer[G comparable](c chan G, g G) {
 	var poll G
 	for {
 		select {
