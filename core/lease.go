@@ -205,7 +205,8 @@ func (l *Lease) Fence() int64 { return l.fence }
 // Extend): the TTL asked for, or, for a store that holds locks longer than
 // asked (a core.TTLRounder: etcd rounds TTLs up to whole seconds and to its
 // minimum lease TTL), the TTL the store holds, which is how long the name
-// stays taken if the holder dies. ValidUntil and the watchdog count from it.
+// stays taken if the holder dies. ValidUntil and the watchdog count from it
+// (from less after an Extend that failed, whose command may still land).
 func (l *Lease) TTL() time.Duration {
 	l = l.outer()
 	l.mu.Lock()
