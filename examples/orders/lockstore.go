@@ -106,7 +106,8 @@ func openStore(ctx context.Context, cfg Config) (_ *lockStore, err error) {
 		ls.store, ls.where = s, "etcd at "+addr
 		ls.closers = append(ls.closers, func() { _ = s.Close() })
 	case "zookeeper":
-		conn, events, err := zk.Connect(strings.Split(addr, ","), 10*time.Second, zk.WithLogInfo(false))
+		conn, events, err := zk.Connect(strings.Split(addr, ","), 10*time.Second, zk.WithLogInfo(false),
+			zk.WithHostProvider(zkstore.NewHostProvider()), zk.WithDialer(zkstore.Dial))
 		if err != nil {
 			return nil, fmt.Errorf("zookeeper at %s: %w", addr, err)
 		}

@@ -2,7 +2,7 @@
 // later), on a github.com/go-zookeeper/zk connection:
 //
 //	conn, _, err := zk.Connect([]string{"zk1:2181", "zk2:2181", "zk3:2181"}, 10*time.Second,
-//		zk.WithHostProvider(zkstore.NewHostProvider()))
+//		zk.WithHostProvider(zkstore.NewHostProvider()), zk.WithDialer(zkstore.Dial))
 //	if err != nil {
 //		return err
 //	}
@@ -15,10 +15,13 @@
 //	locker := core.NewWithStore(store, core.WithWatchdog(), core.WithFencing())
 //	defer locker.Close()
 //
-// HostProvider is recommended: the connection then reconnects within a
-// quarter of a second of a server's return (a restart, a new leader), where
-// go-zookeeper's own provider waits a second after each round of servers
-// that all failed, during which the locks are out of reach.
+// HostProvider and Dial are recommended. With HostProvider the connection
+// reconnects within a quarter of a second of a server's return (a restart,
+// a new leader), where go-zookeeper's own provider waits a second after
+// each round of servers that all failed, during which the locks are out of
+// reach. With Dial a server that takes the connection and never answers it
+// (ZooKeeper 3.8.0 while it starts) is left after go-zookeeper's read
+// timeout, not after ten times it, longer than the session.
 //
 // # The recipe
 //

@@ -16,7 +16,7 @@ import (
 // HostProvider. The connection and the store are the caller's to close,
 // the store first.
 func ExampleNew() {
-	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 10*time.Second, zk.WithHostProvider(zkstore.NewHostProvider()))
+	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 10*time.Second, zk.WithHostProvider(zkstore.NewHostProvider()), zk.WithDialer(zkstore.Dial))
 	if err != nil {
 		log.Fatal(err)
 	}

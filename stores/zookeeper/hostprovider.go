@@ -23,7 +23,8 @@ const (
 // HostProvider is a zk.HostProvider that reconnects soon after a ZooKeeper
 // server comes back. Give each connection its own:
 //
-//	conn, _, err := zk.Connect(servers, 10*time.Second, zk.WithHostProvider(zkstore.NewHostProvider()))
+//	conn, _, err := zk.Connect(servers, 10*time.Second,
+//		zk.WithHostProvider(zkstore.NewHostProvider()), zk.WithDialer(zkstore.Dial))
 //
 // go-zookeeper's default provider pauses for a second after every round of
 // servers that all failed (with one server: before every attempt, the first

@@ -54,7 +54,7 @@ func dial(t testing.TB, addr string, timeout time.Duration) *zk.Conn {
 }
 
 // dialVia is dial with dialer making the connection's TCP connections
-// (nil: go-zookeeper's own).
+// (nil: zkstore.Dial).
 func dialVia(t testing.TB, addr string, timeout time.Duration, dialer zk.Dialer) *zk.Conn {
 	t.Helper()
 	if addr == "" {
@@ -65,12 +65,11 @@ func dialVia(t testing.TB, addr string, timeout time.Duration, dialer zk.Dialer)
 	}
 	var conn *zk.Conn
 	var err error
-	hosts := zk.WithHostProvider(zkstore.NewHostProvider())
 	if dialer == nil {
-		conn, _, err = zk.Connect([]string{addr}, timeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false), hosts)
-	} else {
-		conn, _, err = zk.Connect([]string{addr}, timeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false), hosts, zk.WithDialer(dialer))
+		dialer = zkstore.Dial
 	}
+	conn, _, err = zk.Connect([]string{addr}, timeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false),
+		zk.WithHostProvider(zkstore.NewHostProvider()), zk.WithDialer(dialer))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,8 @@ func openStore(j history.Job, opts ...core.Option) (l *core.Locker, closeAll fun
 		closers = append(closers, func() { _ = s.Close() })
 	case "zookeeper":
 		conn, _, err := zk.Connect(strings.Split(rest, ","), zkSession, zk.WithLogger(quietZK{}), zk.WithLogInfo(false),
-			zk.WithHostProvider(zkstore.NewHostProvider())) // 250 ms at most between attempts, not go-zookeeper's second
+			zk.WithHostProvider(zkstore.NewHostProvider()), // 250 ms at most between attempts, not go-zookeeper's second
+			zk.WithDialer(zkstore.Dial))                    // a server that never answers the handshake is left after the read timeout
 		if err != nil {
 			return nil, nil, err
 		}
