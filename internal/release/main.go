@@ -1,0 +1,205 @@
+// Command release prepares a lockstep release of reqlock's modules in a
+// clone: scripts/release.sh runs it, then commits and tags. It sets every
+// module's requirements on the other reqlock modules to the version, drops
+// their replace directives (the committed go.work keeps local development
+// on the sibling directories), dates the CHANGELOG's Unreleased section,
+// and prints the tags to make, one per line: vX.Y.Z for the root module,
+// DIR/vX.Y.Z for the module in DIR. The modules under internal/, benchmarks
+// and examples are edited but not tagged: nobody imports them.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/semver"
+)
+
+func main() {
+	root := flag.String("root", ".", "the clone's top directory (where go.work is)")
+	version := flag.String("version", "", "the version to release: vX.Y.Z")
+	date := flag.String("date", time.Now().Format(time.DateOnly), "the release date written into the CHANGELOG")
+	flag.Parse()
+	tags, err := prepare(*root, *version, *date)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for _, t := range tags {
+		fmt.Println(t)
+	}
+}
+
+// Module is one module of the workspace.
+type Module struct {
+	Path string // module path
+	Dir  string // directory relative to the root, "" for the root module
+}
+
+// Tag returns the module's tag for version.
+func (m Module) Tag(version string) string {
+	if m.Dir == "" {
+		return version
+	}
+	return m.Dir + "/" + version
+}
+
+// Released reports whether the module is tagged: not one of internal/,
+// benchmarks or examples.
+func (m Module) Released() bool {
+	first, _, _ := strings.Cut(m.Dir, "/")
+	switch first {
+	case "internal", "benchmarks", "examples":
+		return false
+	}
+	return true
+}
+
+// Modules returns the modules that root's go.work uses, the root module
+// first.
+func Modules(root string) ([]Module, error) {
+	data, err := os.ReadFile(filepath.Join(root, "go.work"))
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	work, err := modfile.ParseWork("go.work", data, nil)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	var mods []Module
+	for _, u := range work.Use {
+		dir := filepath.ToSlash(filepath.Clean(u.Path))
+		if dir == "." {
+			dir = ""
+		}
+		f, err := readMod(root, dir)
+		if err != nil {
+			return nil, err
+		}
+		if f.Module == nil {
+			return nil, fmt.Errorf("release: %s/go.mod has no module line", dir)
+		}
+		m := Module{Path: f.Module.Mod.Path, Dir: dir}
+		if dir == "" {
+			mods = append([]Module{m}, mods...)
+		} else {
+			mods = append(mods, m)
+		}
+	}
+	if len(mods) == 0 || mods[0].Dir != "" {
+		return nil, errors.New("release: go.work does not use the root module (.)")
+	}
+	return mods, nil
+}
+
+func readMod(root, dir string) (*modfile.File, error) {
+	name := filepath.Join(root, dir, "go.mod")
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	f, err := modfile.Parse(name, data, nil)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	return f, nil
+}
+
+// sibling reports whether path is one of the modules mods.
+func sibling(mods []Module, path string) bool {
+	for _, m := range mods {
+		if m.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
+// prepare edits the go.mod files and the CHANGELOG under root for version
+// and returns the tags to make.
+func prepare(root, version, date string) ([]string, error) {
+	if !semver.IsValid(version) || semver.Canonical(version) != version || semver.Build(version) != "" {
+		return nil, fmt.Errorf("release: %q is not a version vX.Y.Z (a semantic version, e.g. v0.1.0 or v1.2.0-rc.1)", version)
+	}
+	if major := semver.Major(version); major != "v0" && major != "v1" {
+		return nil, fmt.Errorf("release: %s is major version %s: the module paths would need a /%s suffix first", version, major, major)
+	}
+	mods, err := Modules(root)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range mods {
+		if err := module.Check(m.Path, version); err != nil {
+			return nil, fmt.Errorf("release: %w", err)
+		}
+	}
+	for _, m := range mods {
+		f, err := readMod(root, m.Dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range f.Require {
+			if sibling(mods, r.Mod.Path) {
+				if err := f.AddRequire(r.Mod.Path, version); err != nil {
+					return nil, fmt.Errorf("release: %s: %w", m.Path, err)
+				}
+			}
+		}
+		for _, r := range f.Replace {
+			if sibling(mods, r.Old.Path) {
+				if err := f.DropReplace(r.Old.Path, r.Old.Version); err != nil {
+					return nil, fmt.Errorf("release: %s: %w", m.Path, err)
+				}
+			}
+		}
+		f.Cleanup()
+		out, err := f.Format()
+		if err != nil {
+			return nil, fmt.Errorf("release: %s: %w", m.Path, err)
+		}
+		if err := os.WriteFile(filepath.Join(root, m.Dir, "go.mod"), out, 0o644); err != nil {
+			return nil, fmt.Errorf("release: %w", err)
+		}
+	}
+	if err := dateChangelog(filepath.Join(root, "CHANGELOG.md"), version, date); err != nil {
+		return nil, err
+	}
+	var tags []string
+	for _, m := range mods {
+		if m.Released() {
+			tags = append(tags, m.Tag(version))
+		}
+	}
+	return tags, nil
+}
+
+// dateChangelog gives the changes under "## [Unreleased]" the version's
+// heading, leaving an empty Unreleased section above them (Keep a
+// Changelog). A missing file or section is left alone.
+func dateChangelog(name, version, date string) error {
+	data, err := os.ReadFile(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	heading := []byte("## [Unreleased]\n")
+	if !bytes.Contains(data, heading) {
+		return nil
+	}
+	dated := fmt.Appendf(nil, "## [Unreleased]\n\n## [%s] - %s\n", strings.TrimPrefix(version, "v"), date)
+	data = bytes.Replace(data, heading, dated, 1)
+	if err := os.WriteFile(name, data, 0o644); err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	return nil
+}
