@@ -1,5 +1,6 @@
 // Package adapter is the one locking flow of reqlock's framework adapters
-// (ginlock, httplock, grpclock, connectlock, kratoslock): name → TTL and wait → acquire → fail-open →
+// (ginlock, httplock, grpclock, echolock, echo5lock, fiberlock, fiber3lock,
+// connectlock, kratoslock): name → TTL and wait → acquire → fail-open →
 // hold → release → answer. An adapter builds a Flow once, from its options,
 // and per request only builds a keyfunc.Source and maps a Failure to its
 // protocol (an HTTP status, a gRPC code).

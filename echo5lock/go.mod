@@ -1,0 +1,19 @@
+module github.com/reqlock/reqlock/echo5lock
+
+go 1.26.0
+
+require (
+	github.com/labstack/echo/v5 v5.4.4
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+)
+
+replace github.com/reqlock/reqlock => ../

@@ -1,0 +1,156 @@
+package fiber3lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/gofiber/fiber/v3"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/adapter"
+	"github.com/reqlock/reqlock/keyfunc"
+)
+
+// StatusClientClosedRequest is the status written, without a body, when the
+// request context (c.Context()) was cancelled while the request waited for
+// its lock (nginx's 499).
+const StatusClientClosedRequest = adapter.StatusClientClosedRequest
+
+// New returns a Fiber handler that locks the name key derives from each
+// request while the handlers after it (c.Next) serve it. Give it to the
+// route, before the route's handler: app.Post(path, fiber3lock.New(...),
+// handler); not to app.Use (see the package documentation).
+//
+// New panics, as regexp.MustCompile does, when the set-up is wrong: an
+// invalid option, a nil Locker or key, a Locker whose Err is not nil. The
+// panic value is Check's error, which lists every problem.
+func New(l *core.Locker, key keyfunc.Func, opts ...Option) fiber.Handler {
+	flow := adapter.Must(newFlow(l, key, opts))
+	return func(c fiber.Ctx) (err error) {
+		parent := c.Context()
+		flow.Serve(parent, c, &source{c: c, body: keyfunc.JSONBody{MaxBody: flow.MaxBody()}}, func(ctx context.Context) {
+			c.SetContext(ctx)
+			// Handlers before this one get their own context back, not the
+			// lease's, which is cancelled once the lock is released; also
+			// on a panic.
+			defer c.SetContext(parent)
+			err = c.Next()
+		})
+		return err
+	}
+}
+
+// Check reports what New would panic with: every invalid option, a nil
+// Locker or key, a Locker whose Err is not nil. The error is prefixed with
+// "fiber3lock:" and wraps core.ErrInvalidOption (and the Locker's error).
+func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
+	_, err := newFlow(l, key, opts)
+	return err
+}
+
+func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[fiber.Ctx], error) {
+	cfg := &config{}
+	adapter.Apply(cfg, &cfg.Config, opts)
+	return adapter.NewFlow("fiber3lock", l, key, &cfg.Config, adapter.Protocol[fiber.Ctx]{Answer: answer})
+}
+
+// Lease returns the lease the middleware holds for c's request, or nil. It
+// is in c.Context(), which is what to pass on to the Locker and to service
+// functions (not c itself, see the package documentation).
+func Lease(c fiber.Ctx) *core.Lease {
+	return core.LeaseFromContext(c.Context())
+}
+
+// answer writes the default answer to a failure. A misplaced middleware
+// (ErrRouteUnknown) is a server error, answered 500 with a message that
+// says what to change, where other server errors say only "internal error".
+func answer(c fiber.Ctx, f adapter.Failure) {
+	if f.RetryAfter != "" {
+		c.Set(fiber.HeaderRetryAfter, f.RetryAfter)
+	}
+	if errors.Is(f.Err, ErrRouteUnknown) {
+		f.Status, f.Message = fiber.StatusInternalServerError, f.Err.Error()
+	}
+	c.Status(f.Status)
+	if f.Message != "" {
+		_ = c.JSON(fiber.Map{"error": f.Message})
+	}
+}
+
+// ErrRouteUnknown is wrapped by the error of a request whose name needs a
+// path parameter while the middleware runs before any route of the request
+// has matched: it was given to app.Use or to a group's middleware
+// (app.Group(prefix, lock), Group.Use), which Fiber runs as routes of their
+// own, before the route with the parameter. That is a set-up mistake, not a
+// bad request: it is answered 500 with this message (not wrapping
+// keyfunc.ErrMissing), or goes to WithErrorHandler.
+var ErrRouteUnknown = errors.New("fiber3lock: the middleware was registered with app.Use (or as a group's middleware), " +
+	"where Fiber runs it before the request's route and its path parameters are known; " +
+	"register it on the route instead: app.Post(path, fiber3lock.New(...), handler)")
+
+// source is the Source of a Fiber request. Its values are copies: Fiber's
+// own point into memory that Fiber reuses once the handler returns (unless
+// fiber.Config's Immutable is set).
+type source struct {
+	c    fiber.Ctx
+	body keyfunc.JSONBody
+}
+
+// Route returns the template of the route running the middleware: the
+// request's route when the middleware is given to it, the prefix of app.Use
+// or of a group otherwise. It is the registered path, not request memory.
+func (s *source) Route() string { return s.c.Route().Path }
+
+func (s *source) Param(name string) (string, error) {
+	v := s.c.Params(name)
+	if v == "" && !hasParam(s.c, name) {
+		if !s.c.Matched() {
+			// Only use routes have run: app.Use or a group's middleware.
+			return "", ErrRouteUnknown
+		}
+		// The route has no such parameter: the key does not fit it.
+		return "", fmt.Errorf("%w: the route %q running the middleware has no path parameter %q",
+			keyfunc.ErrMissing, s.c.Route().Path, name)
+	}
+	// Fiber gives it escaped, as it is in the path, unless its UnescapePath
+	// is set: two spellings of one value ("a:b", "a%3Ab") get one name.
+	// Once only: with UnescapePath, "a%2541" is already "a%41".
+	if strings.IndexByte(v, '%') >= 0 && !s.c.App().Config().UnescapePath {
+		if u, err := url.PathUnescape(v); err == nil {
+			return u, nil // a new string
+		}
+	}
+	return strings.Clone(v), nil
+}
+
+// hasParam reports whether the route running the middleware has a path
+// parameter called name, matched as c.Params matches it ("*" is "*1",
+// case-insensitive unless fiber.Config's CaseSensitive is set).
+func hasParam(c fiber.Ctx, name string) bool {
+	if name == "*" || name == "+" {
+		name += "1"
+	}
+	caseSensitive := c.App().Config().CaseSensitive
+	for _, p := range c.Route().Params {
+		if p == name || (!caseSensitive && strings.EqualFold(p, name)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *source) Query(name string) (string, error) { return strings.Clone(s.c.Query(name)), nil }
+
+func (s *source) Header(name string) (string, error) { return strings.Clone(s.c.Get(name)), nil }
+
+// Field reads the body Fiber has buffered (up to its BodyLimit), decoded as
+// c.Body decodes it (Content-Encoding), and parsed once into new values.
+func (s *source) Field(path string) (string, error) {
+	if s.body.Body == nil {
+		s.body.Body = s.c.Body()
+	}
+	return s.body.Field(path)
+}
