@@ -125,21 +125,27 @@ func FlushAll(flush func() error) Step {
 	}}
 }
 
-// KillLeader kills the leader of a cluster (leader returns how to kill it
-// and how to restart it). The fault heals by itself, with the election of
-// a new leader: its End is the kill, so that the time the name is then
-// held by nobody counts the election. The old leader is restarted a hold
-// later, within the fault's time.
-func KillLeader(leader func() (kill func(), restart func() error, err error)) Step {
+// KillLeader kills the leader of a cluster (leader returns how to kill it,
+// how to wait for the election of another, and how to restart it). The
+// fault heals by itself, with the election: its End is when the surviving
+// members have a new leader, so that the time the name is then held by
+// nobody is the clients' (their failover to a serving member, reqlock's
+// retries), not the store's; the election's own time is logged. The old
+// leader is restarted a hold after the kill, within the fault's time.
+func KillLeader(leader func() (kill func(), elected func() error, restart func() error, err error)) Step {
 	return Step{Fault: Fault{Kind: KindLeaderKill}, Inject: func(r *Run, f *Fault) error {
-		kill, restart, err := leader()
+		kill, elected, restart, err := leader()
 		if err != nil {
 			return err
 		}
 		f.Start = now()
 		kill()
+		if err := elected(); err != nil {
+			return err
+		}
 		f.End = now()
-		time.Sleep(r.hold)
+		r.t.Logf("leader killed at %s; a new leader %v later", r.h.ms(f.Start), time.Duration(f.End-f.Start).Round(time.Millisecond))
+		time.Sleep(r.hold - time.Duration(f.End-f.Start))
 		return restart()
 	}}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -96,12 +97,23 @@ func clusterSteps(members []*servers.Process, leader func() (*servers.Process, e
 			func() error { return each(func(p *servers.Process) error { return p.Thaw() }) }),
 		history.BreakLink(false),
 		history.BreakLink(true),
-		history.KillLeader(func() (func(), func() error, error) {
+		history.KillLeader(func() (func(), func() error, func() error, error) {
 			l, err := leader()
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
-			return l.Stop, func() error { return errors.Join(l.Relaunch(), ready()) }, nil
+			elected := func() error {
+				for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+					next, err := leader()
+					if err == nil && next != l {
+						return nil
+					}
+					if time.Now().After(deadline) {
+						return fmt.Errorf("no new leader a minute after the leader was killed: %v", err)
+					}
+				}
+			}
+			return l.Stop, elected, func() error { return errors.Join(l.Relaunch(), ready()) }, nil
 		}),
 		history.RestartStore(false,
 			func() { _ = each(func(p *servers.Process) error { p.Stop(); return nil }) },
