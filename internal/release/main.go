@@ -6,6 +6,13 @@
 // and prints the tags to make, one per line: vX.Y.Z for the root module,
 // DIR/vX.Y.Z for the module in DIR. The modules under internal/, benchmarks
 // and examples are edited but not tagged: nobody imports them.
+//
+// With -work DIR it prints a go.work instead, for testing the module in
+// DIR as its users build it: the module and the reqlock modules it requires
+// (directly or through one another), from their directories, and no other.
+// scripts/test.sh tests each module on its own such workspace: the module
+// graph is the one a user's build has at a release, where the siblings are
+// required at the same version, and the go.mod files need no replace.
 package main
 
 import (
@@ -15,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +35,17 @@ func main() {
 	root := flag.String("root", ".", "the clone's top directory (where go.work is)")
 	version := flag.String("version", "", "the version to release: vX.Y.Z")
 	date := flag.String("date", time.Now().Format(time.DateOnly), "the release date written into the CHANGELOG")
+	work := flag.String("work", "", "instead of a release: print a go.work for the module in this directory (relative to -root) and the reqlock modules it requires, directly or not")
 	flag.Parse()
+	if *work != "" {
+		data, err := Workspace(*root, *work)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(data)
+		return
+	}
 	tags, err := prepare(*root, *version, *date)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -202,4 +220,67 @@ func dateChangelog(name, version, date string) error {
 		return fmt.Errorf("release: %w", err)
 	}
 	return nil
+}
+
+// Workspace returns a go.work (absolute paths) for the module in dir
+// (relative to root) and the sibling modules it requires, transitively.
+func Workspace(root, dir string) ([]byte, error) {
+	mods, err := Modules(root)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	byPath := map[string]Module{}
+	for _, m := range mods {
+		byPath[m.Path] = m
+	}
+	dir = filepath.ToSlash(filepath.Clean(dir))
+	if dir == "." {
+		dir = ""
+	}
+	var start *Module
+	for i := range mods {
+		if mods[i].Dir == dir {
+			start = &mods[i]
+		}
+	}
+	if start == nil {
+		return nil, fmt.Errorf("release: go.work uses no module in %q", dir)
+	}
+	seen := map[string]bool{start.Path: true}
+	queue := []Module{*start}
+	var dirs []string
+	for len(queue) > 0 {
+		m := queue[0]
+		queue = queue[1:]
+		dirs = append(dirs, filepath.Join(abs, m.Dir))
+		f, err := readMod(root, m.Dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range f.Require {
+			if s, ok := byPath[r.Mod.Path]; ok && !seen[s.Path] {
+				seen[s.Path] = true
+				queue = append(queue, s)
+			}
+		}
+	}
+	var b bytes.Buffer
+	data, err := os.ReadFile(filepath.Join(root, "go.work"))
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	work, err := modfile.ParseWork("go.work", data, nil)
+	if err != nil || work.Go == nil {
+		return nil, fmt.Errorf("release: go.work has no go line: %v", err)
+	}
+	fmt.Fprintf(&b, "go %s\n\nuse (\n", work.Go.Version)
+	for _, d := range dirs {
+		fmt.Fprintf(&b, "\t%s\n", strconv.Quote(d))
+	}
+	b.WriteString(")\n")
+	return b.Bytes(), nil
 }
