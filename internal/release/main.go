@@ -56,6 +56,45 @@ func main() {
 	}
 }
 
+// replaceInWork makes root's go.work replace each module at version by its
+// directory. The go command reads the go.mod of a required version even
+// when the workspace holds that module (golang/go#45713), so until the tags
+// are published it needs these lines to build the release commit; once they
+// are, the lines change nothing. Replaces of the modules at other versions
+// are dropped.
+func replaceInWork(root string, mods []Module, version string) error {
+	name := filepath.Join(root, "go.work")
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	work, err := modfile.ParseWork(name, data, nil)
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	for _, r := range work.Replace {
+		if sibling(mods, r.Old.Path) {
+			if err := work.DropReplace(r.Old.Path, r.Old.Version); err != nil {
+				return fmt.Errorf("release: %w", err)
+			}
+		}
+	}
+	for _, m := range mods {
+		dir := "./" + m.Dir
+		if m.Dir == "" {
+			dir = "./"
+		}
+		if err := work.AddReplace(m.Path, version, dir, ""); err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+	}
+	work.Cleanup()
+	if err := os.WriteFile(name, modfile.Format(work.Syntax), 0o644); err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	return nil
+}
+
 // Module is one module of the workspace.
 type Module struct {
 	Path string // module path
@@ -187,6 +226,9 @@ func prepare(root, version, date string) ([]string, error) {
 			return nil, fmt.Errorf("release: %w", err)
 		}
 	}
+	if err := replaceInWork(root, mods, version); err != nil {
+		return nil, err
+	}
 	if err := dateChangelog(filepath.Join(root, "CHANGELOG.md"), version, date); err != nil {
 		return nil, err
 	}
@@ -282,5 +324,21 @@ func Workspace(root, dir string) ([]byte, error) {
 		fmt.Fprintf(&b, "\t%s\n", strconv.Quote(d))
 	}
 	b.WriteString(")\n")
+	// The root go.work's replaces of the modules at a released version
+	// (see replaceInWork), from their directories.
+	for _, r := range work.Replace {
+		if _, ok := byPath[r.Old.Path]; !ok || r.New.Version != "" {
+			continue
+		}
+		to := r.New.Path
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(abs, to)
+		}
+		old := r.Old.Path
+		if r.Old.Version != "" {
+			old += " " + r.Old.Version
+		}
+		fmt.Fprintf(&b, "\nreplace %s => %s\n", old, strconv.Quote(to))
+	}
 	return b.Bytes(), nil
 }

@@ -73,6 +73,19 @@ func TestReleaseFromProxy(t *testing.T) {
 		t.FailNow()
 	}
 
+	// The release commit builds in the repository before its tags are
+	// published: with the committed go.work, and with a module's own
+	// workspace (scripts/test.sh), from no proxy but the usual one.
+	local := []string{"GOFLAGS=", "GOPROXY=" + strings.TrimSpace(run(t, clone, nil, "go", "env", "GOPROXY"))}
+	run(t, filepath.Join(clone, "examples"), append(local, "GOWORK="+filepath.Join(clone, "go.work")), "go", "build", "./...")
+	own, err := Workspace(clone, "ginlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownWork := filepath.Join(t.TempDir(), "go.work")
+	write(t, ownWork, own)
+	run(t, filepath.Join(clone, "ginlock"), append(local, "GOWORK="+ownWork), "go", "vet", "./...")
+
 	proxy := t.TempDir()
 	var imports []string
 	for _, m := range released {
