@@ -2,7 +2,8 @@
 # release.sh vX.Y.Z prepares a lockstep release of every module in the
 # current clone: each module's requirements on the other reqlock modules
 # set to vX.Y.Z and their replace directives dropped (the committed go.work
-# keeps local development on the sibling directories), the CHANGELOG's
+# keeps local development on the sibling directories, replacing each module
+# at vX.Y.Z by its directory until the tags are published), the CHANGELOG's
 # Unreleased section dated as X.Y.Z, one release commit, and on it one tag
 # per released module: vX.Y.Z for the root module, DIR/vX.Y.Z for the
 # module in DIR (ginlock/vX.Y.Z, stores/etcd/vX.Y.Z, ...). The modules under
