@@ -34,9 +34,12 @@
 // with e.Use every request is locked, also one that matched no route (its
 // 404 or 405 then waits for a lock, or is answered 400 when the key needs a
 // path parameter; WithSkip can pass such requests on). Not e.Pre: Echo runs
-// it before routing, where a {route} or {param.X} key is always missing and
-// every request is answered 400. A key of headers, query parameters or body
-// fields only works anywhere.
+// it before routing, where the route and the path parameters are not known
+// yet, so a {route} or {param.X} key fails on every request. That is the
+// server's mistake, not the client's: it is answered 500 with a message that
+// names it (ErrBeforeRouting), on the first request, since Echo gives no way
+// to catch it at start-up. A key of headers, query parameters or body fields
+// only works anywhere, e.Pre included.
 //
 // For a {field.X} key the middleware reads the JSON body itself, up to
 // WithMaxBody, and puts it back, so the handler binds the whole body as
@@ -58,6 +61,9 @@
 //     also when the request's own deadline passed while waiting;
 //   - 499 without a body, when the client went away (its request context
 //     was cancelled);
+//   - 500 and a JSON error naming the mistake, when the key needs the route
+//     or a path parameter and the middleware runs before routing (e.Pre;
+//     ErrBeforeRouting);
 //   - 500, when the key Func fails otherwise (keyfunc reports a bad argument,
 //     such as keyfunc.Param(""), through the Func it returns).
 //

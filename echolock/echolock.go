@@ -2,6 +2,8 @@ package echolock
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"net/url"
 
 	"github.com/labstack/echo/v4"
@@ -27,7 +29,7 @@ func New(l *core.Locker, key keyfunc.Func, opts ...Option) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) (err error) {
 			param := func(name string) string { return unescaped(c.Param(name)) }
-			src := &keyfunc.HTTPSource{Request: c.Request(), Pattern: c.Path(), PathParam: param, MaxBody: flow.MaxBody()}
+			src := &source{HTTPSource: keyfunc.HTTPSource{Request: c.Request(), Pattern: c.Path(), PathParam: param, MaxBody: flow.MaxBody()}, c: c}
 			parent := c.Request().Context()
 			flow.Serve(parent, c, src, func(ctx context.Context) {
 				c.SetRequest(c.Request().WithContext(ctx))
@@ -53,6 +55,9 @@ func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
 func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[echo.Context], error) {
 	cfg := &config{}
 	adapter.Apply(cfg, &cfg.Config, opts)
+	if key != nil {
+		key = guard(key)
+	}
 	return adapter.NewFlow("echolock", l, key, &cfg.Config, adapter.Protocol[echo.Context]{Answer: answer})
 }
 
@@ -65,6 +70,11 @@ func Lease(c echo.Context) *core.Lease {
 
 // answer writes the default answer to a failure.
 func answer(c echo.Context, f adapter.Failure) {
+	if errors.Is(f.Err, ErrBeforeRouting) {
+		// A set-up mistake like a bad key Func (500), but one that the
+		// answer may name: it tells nothing about the request or the lock.
+		f.Status, f.Message = http.StatusInternalServerError, ErrBeforeRouting.Error()
+	}
 	if f.RetryAfter != "" {
 		c.Response().Header().Set("Retry-After", f.RetryAfter)
 	}
@@ -84,4 +94,84 @@ func unescaped(v string) string {
 		return u
 	}
 	return v
+}
+
+// ErrBeforeRouting is the error of a request whose key reads the route
+// template or a path parameter while the middleware runs before routing (it
+// was registered with e.Pre), where neither is known yet: c.Path() and
+// c.Param are still empty, although the request matches a route. It is a
+// set-up mistake, not a bad request: the request is answered 500 with this
+// message, or the error goes to WithErrorHandler. It wraps
+// keyfunc.ErrUnsupported, not keyfunc.ErrMissing. echo5lock has the same.
+//
+// It is caught when a request comes, not at start-up: Echo gives e.Pre no
+// way to tell its middleware where it stands, and a key that needs neither
+// the route nor a path parameter works in e.Pre too. A request that
+// matches no route at all lacks the parameter as under e.Use (400): Echo v4
+// does not tell e.Pre from e.Use for it.
+var ErrBeforeRouting error = beforeRoutingError{}
+
+type beforeRoutingError struct{}
+
+func (beforeRoutingError) Error() string {
+	return "echolock: the middleware runs before routing (registered with e.Pre?); register it with e.Use, a group or a route"
+}
+
+func (beforeRoutingError) Unwrap() error { return keyfunc.ErrUnsupported }
+
+// source is the Source of an Echo request, which notes whether the key asked
+// for the route or a path parameter, and did not get it, while no route is
+// set on c.
+type source struct {
+	keyfunc.HTTPSource
+	c     echo.Context
+	early bool
+}
+
+// Route returns the route template, noting when it is not known.
+func (s *source) Route() string {
+	s.early = s.early || s.Pattern == ""
+	return s.Pattern
+}
+
+// Param returns the path parameter called name, noting when it is missing
+// while no route is set.
+func (s *source) Param(name string) (string, error) {
+	v, err := s.HTTPSource.Param(name)
+	s.early = s.early || (v == "" && s.Pattern == "")
+	return v, err
+}
+
+// guard fails with ErrBeforeRouting when key lacked the route or a path
+// parameter because the middleware runs before routing.
+func guard(key keyfunc.Func) keyfunc.Func {
+	return func(s keyfunc.Source) (string, error) {
+		name, err := key(s)
+		if src, ok := s.(*source); ok && src.early && errors.Is(err, keyfunc.ErrMissing) && beforeRouting(src.c) {
+			return "", ErrBeforeRouting
+		}
+		return name, err
+	}
+}
+
+// beforeRouting reports whether the middleware runs before Echo has routed
+// c's request: no route is set on c (c.Path() is ""), yet Echo's router has
+// one for the request. Under e.Use, c.Path() is "" only for a request that
+// matches no route, and the router finds none for it either. (Echo v5 tells
+// the two apart by c.RouteInfo(); v4 has no such record.)
+func beforeRouting(c echo.Context) bool {
+	e := c.Echo()
+	if c.Path() != "" || e == nil {
+		return false
+	}
+	r := c.Request()
+	router := e.Router()
+	if hosts := e.Routers(); len(hosts) > 0 { // e.Host routers, as Echo picks them
+		if hr, ok := hosts[r.Host]; ok {
+			router = hr
+		}
+	}
+	probe := e.NewContext(r, nil) // Find writes its match into the context: not c's
+	router.Find(r.Method, echo.GetPath(r), probe)
+	return probe.Path() != ""
 }

@@ -521,7 +521,8 @@ func TestOuterMiddlewareKeepsItsContext(t *testing.T) {
 // TestWhereItGoes: Echo routes before it runs the middleware given to e.Use,
 // to a group or to a route, so the route template and path parameters are
 // known there; e.Pre runs before routing, where they are not, and a key that
-// needs them is answered 400.
+// needs them is answered 500 with an error naming the misplacement: the
+// server's mistake, not the client's.
 func TestWhereItGoes(t *testing.T) {
 	var routes adaptertest.Routes
 	e := adaptertest.NewEnv(t, nil, core.WithHandlers(routes.Handler()))
@@ -534,7 +535,7 @@ func TestWhereItGoes(t *testing.T) {
 		"e.Use": {func(r *echo.Echo, mw echo.MiddlewareFunc) { r.Use(mw); r.POST("/orders/:id", handler) }, http.StatusOK, "order:7", "/orders/:id"},
 		"group": {func(r *echo.Echo, mw echo.MiddlewareFunc) { r.Group("/orders", mw).POST("/:id", handler) }, http.StatusOK, "order:7", "/orders/:id"},
 		"route": {func(r *echo.Echo, mw echo.MiddlewareFunc) { r.POST("/orders/:id", handler, mw) }, http.StatusOK, "order:7", "/orders/:id"},
-		"e.Pre": {func(r *echo.Echo, mw echo.MiddlewareFunc) { r.Pre(mw); r.POST("/orders/:id", handler) }, http.StatusBadRequest, "", ""},
+		"e.Pre": {func(r *echo.Echo, mw echo.MiddlewareFunc) { r.Pre(mw); r.POST("/orders/:id", handler) }, http.StatusInternalServerError, "", ""},
 	} {
 		r := echo.New()
 		tc.wire(r, echolock.New(e.Locker, orderKey))
@@ -542,17 +543,66 @@ func TestWhereItGoes(t *testing.T) {
 		if w.Code != tc.code || (tc.code == http.StatusOK && (w.Body.String() != tc.name || routes.Last() != tc.path)) {
 			t.Errorf("%s: status %d %s, route label %q; want %d %q %q", name, w.Code, w.Body, routes.Last(), tc.code, tc.name, tc.path)
 		}
-		if tc.code == http.StatusBadRequest && !strings.Contains(errorBody(t, w), `param "id"`) {
-			t.Errorf("%s: %s", name, w.Body)
+		if tc.code == http.StatusInternalServerError {
+			want := "echolock: the middleware runs before routing (registered with e.Pre?); register it with e.Use, a group or a route"
+			if got := errorBody(t, w); got != want {
+				t.Errorf("%s: the 500 says %q; want %q", name, got, want)
+			}
 		}
 	}
 	// Under e.Use, a request that matches no route is locked too: here its
-	// key lacks the parameter, and its 404 becomes a 400.
+	// key lacks the parameter, and its 404 becomes a 400 (the middleware is
+	// not misplaced: the request has no route).
 	r := echo.New()
 	r.Use(echolock.New(e.Locker, orderKey))
 	r.POST("/orders/:id", handler)
-	if w := do(r, context.Background(), "/nowhere", ""); w.Code != http.StatusBadRequest {
+	if w := do(r, context.Background(), "/nowhere", ""); w.Code != http.StatusBadRequest || strings.Contains(w.Body.String(), "before routing") {
 		t.Errorf("e.Use, no route: status %d %s", w.Code, w.Body)
+	}
+}
+
+// TestPreMisplacement: in e.Pre, a {route} key is misplaced too (500); a
+// custom error handler gets ErrBeforeRouting, which wraps
+// keyfunc.ErrUnsupported, not keyfunc.ErrMissing (the client's fault). A
+// key that needs neither the route nor a path parameter works in e.Pre, and
+// its missing part is the client's (400). Behind an e.Host router, the
+// router of the request's host tells that the request has a route.
+func TestPreMisplacement(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	pre := func(mw echo.MiddlewareFunc) *echo.Echo {
+		r := echo.New()
+		r.Pre(mw)
+		r.POST("/orders/:id", func(c echo.Context) error { return c.String(http.StatusOK, echolock.Lease(c).Name()) })
+		return r
+	}
+	w := do(pre(echolock.New(e.Locker, keyfunc.Route())), context.Background(), "/orders/7", "")
+	if w.Code != http.StatusInternalServerError || errorBody(t, w) != echolock.ErrBeforeRouting.Error() {
+		t.Errorf("{route} in e.Pre: status %d %s; want 500 naming the misplacement", w.Code, w.Body)
+	}
+
+	var got error
+	custom := echolock.WithErrorHandler(func(c echo.Context, err error) { got = err; _ = c.NoContent(http.StatusTeapot) })
+	if w := do(pre(echolock.New(e.Locker, orderKey, custom)), context.Background(), "/orders/7", ""); w.Code != http.StatusTeapot {
+		t.Errorf("custom error handler: status %d", w.Code)
+	}
+	if !errors.Is(got, echolock.ErrBeforeRouting) || !errors.Is(got, keyfunc.ErrUnsupported) || errors.Is(got, keyfunc.ErrMissing) {
+		t.Errorf("the error handler got %v; want ErrBeforeRouting (keyfunc.ErrUnsupported), not keyfunc.ErrMissing", got)
+	}
+
+	tenantKey := must(keyfunc.Template("tenant:{header.X-Tenant}"))
+	if w := do(pre(echolock.New(e.Locker, tenantKey)), context.Background(), "/orders/7", "", "X-Tenant", "acme"); w.Code != http.StatusOK || w.Body.String() != "tenant:acme" {
+		t.Errorf("a header key in e.Pre: status %d %q; want 200 tenant:acme", w.Code, w.Body)
+	}
+	if w := do(pre(echolock.New(e.Locker, tenantKey)), context.Background(), "/orders/7", ""); w.Code != http.StatusBadRequest || strings.Contains(w.Body.String(), "before routing") {
+		t.Errorf("a missing header in e.Pre: status %d %s; want 400, not blamed on routing", w.Code, w.Body)
+	}
+
+	hosts := echo.New()
+	hosts.Pre(echolock.New(e.Locker, orderKey))
+	hosts.Host("example.com").POST("/orders/:id", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	w = do(hosts, context.Background(), "http://example.com/orders/7", "")
+	if w.Code != http.StatusInternalServerError || !strings.Contains(errorBody(t, w), "registered with e.Pre?") {
+		t.Errorf("e.Pre with an e.Host router: status %d %s; want 500 naming the misplacement", w.Code, w.Body)
 	}
 }
 

@@ -67,8 +67,8 @@ func WithFailOpenHook(f func(c echo.Context, err error)) Option {
 // client: f writes the response (c.JSON, say); the next handler is not
 // called whatever f does, so it never runs without the lock, and nothing is
 // returned to Echo's HTTPErrorHandler. err wraps the sentinel of
-// its kind (keyfunc.ErrMissing, core.ErrTimeout, core.ErrStorage...). A busy
-// name goes to the busy handler if one is set.
+// its kind (keyfunc.ErrMissing, core.ErrTimeout, core.ErrStorage,
+// ErrBeforeRouting...). A busy name goes to the busy handler if one is set.
 func WithErrorHandler(f func(c echo.Context, err error)) Option {
 	return func(c *config) { c.SetErrorHandler(f) }
 }

@@ -33,11 +33,14 @@
 // lock)) as routes of their own, before the route with the parameters
 // matches: there c.Route() is the middleware's route ("/" for app.Use) and
 // c.Params knows only the parameters of that route's own path. A key that
-// needs a parameter the middleware's route does not have is then answered
-// 400, with an error saying so (ErrRouteUnknown), and {route} names the
-// middleware's route, not the request's. A key of headers, query parameters
-// or body fields only works anywhere, app.Use included. To lock several
-// routes, give each the middleware (one New serves many routes):
+// needs a parameter the middleware's route does not have then fails on
+// every request: that is the server's mistake, not the client's, answered
+// 500 with an error saying where the middleware goes (ErrRouteUnknown). It
+// shows on the first request, not at start-up: Fiber does not tell a
+// handler where it is registered. {route} names the middleware's route
+// there, not the request's. A key of headers, query parameters or body
+// fields only works anywhere, app.Use included. To lock several routes,
+// give each the middleware (one New serves many routes):
 //
 //	lock := fiberlock.New(locker, key)
 //	orders := app.Group("/orders")
@@ -56,13 +59,17 @@
 // middleware writes:
 //   - 400 and a JSON error naming the part ({"error": "..."}), when a key
 //     part is missing or unreadable (keyfunc.ErrMissing,
-//     keyfunc.ErrUnreadable);
+//     keyfunc.ErrUnreadable), also a path parameter that the route the
+//     middleware is given to does not have;
 //   - 409 with Retry-After, when the name stayed busy for the whole wait
 //     budget (core.ErrTimeout; WithBusyHandler to change it);
 //   - 503, when Redis is unavailable (core.ErrStorage), unless WithFailOpen;
 //     also when the request's own deadline passed while waiting;
 //   - 499 without a body, when the request context was cancelled while it
 //     waited;
+//   - 500 and a JSON error saying where the middleware goes, when the key
+//     needs a path parameter and the middleware was given to app.Use or to
+//     a group, whose route does not have it (ErrRouteUnknown);
 //   - 500, when the key Func fails otherwise (keyfunc reports a bad argument,
 //     such as keyfunc.Param(""), through the Func it returns).
 //

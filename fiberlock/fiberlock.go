@@ -67,6 +67,9 @@ func Lease(c *fiber.Ctx) *core.Lease {
 
 // answer writes the default answer to a failure.
 func answer(c *fiber.Ctx, f adapter.Failure) {
+	if errors.Is(f.Err, ErrRouteUnknown) { // the server's set-up mistake: say which
+		f.Status, f.Message = fiber.StatusInternalServerError, f.Err.Error()
+	}
 	if f.RetryAfter != "" {
 		c.Set(fiber.HeaderRetryAfter, f.RetryAfter)
 	}
@@ -76,12 +79,23 @@ func answer(c *fiber.Ctx, f adapter.Failure) {
 	}
 }
 
-// ErrRouteUnknown is wrapped, with keyfunc.ErrMissing, by the error of a
-// request whose name needs a path parameter that the route running the
-// middleware does not have: with app.Use or a group's middleware, Fiber runs
-// it as a route of its own, before the route with the parameter matches.
-// The 400 answer says so.
-var ErrRouteUnknown = errors.New("fiberlock: the path parameter is not one of the route running the middleware: with app.Use or Group, the final route is not matched yet; pass the middleware to the route: app.Post(path, fiberlock.New(...), handler)")
+// ErrRouteUnknown is the error of a request whose name needs a path
+// parameter while the middleware runs before any route of the request has
+// matched: it was given to app.Use or to a group's middleware
+// (app.Group(prefix, lock), Group.Use), which Fiber runs as routes of their
+// own, whose parameters are those of their own prefix, before the route with
+// the parameter. That is a set-up mistake, not a bad request: it is answered
+// 500 with this message (the error does not wrap keyfunc.ErrMissing), or
+// goes to WithErrorHandler. A route that the middleware is given to and
+// that has no such parameter is answered 400 (keyfunc.ErrMissing, naming the
+// route): the key does not fit it.
+//
+// It is caught when a request comes, not at start-up: Fiber does not tell a
+// handler where it is registered, and a key that needs no path parameter
+// works in app.Use too.
+var ErrRouteUnknown = errors.New("fiberlock: the middleware was registered with app.Use (or as a group's middleware), " +
+	"where Fiber runs it before the request's route and its path parameters are known; " +
+	"register it on the route instead: app.Post(path, fiberlock.New(...), handler)")
 
 // source is the Source of a Fiber request. Its values are copies: Fiber's
 // own are valid only until the handler returns.
@@ -94,8 +108,15 @@ func (s *source) Route() string { return s.c.Route().Path }
 
 func (s *source) Param(name string) (string, error) {
 	v := s.c.Params(name)
-	if v == "" && !slices.Contains(s.c.Route().Params, name) {
-		return "", fmt.Errorf("%w: %w", keyfunc.ErrMissing, ErrRouteUnknown)
+	if v == "" && !hasParam(s.c, name) {
+		if useRoute(s.c) {
+			// app.Use or a group's middleware: the request's route has
+			// not matched yet.
+			return "", ErrRouteUnknown
+		}
+		// The route has no such parameter: the key does not fit it.
+		return "", fmt.Errorf("%w: the route %q running the middleware has no path parameter %q",
+			keyfunc.ErrMissing, s.c.Route().Path, name)
 	}
 	// Fiber gives it escaped, as it is in the path, unless its UnescapePath
 	// is set: two spellings of one value ("a:b", "a%3Ab") get one name.
@@ -103,6 +124,38 @@ func (s *source) Param(name string) (string, error) {
 		v = u
 	}
 	return strings.Clone(v), nil
+}
+
+// hasParam reports whether the route running the middleware has a path
+// parameter called name, matched as c.Params matches it ("*" is "*1",
+// case-insensitive unless fiber.Config's CaseSensitive is set).
+func hasParam(c *fiber.Ctx, name string) bool {
+	if name == "*" || name == "+" {
+		name += "1"
+	}
+	caseSensitive := c.App().Config().CaseSensitive
+	return slices.ContainsFunc(c.Route().Params, func(p string) bool {
+		return p == name || (!caseSensitive && strings.EqualFold(p, name))
+	})
+}
+
+// useRoute reports whether the route running the middleware was registered
+// by app.Use or as a group's middleware. Fiber v2 keeps that flag
+// unexported (and has no Ctx.Matched, as v3 has), but app.GetRoutes(true)
+// leaves those routes out, and each route it returns is a copy that shares
+// its Handlers array with the route it copies. Called only for a request
+// that is about to be refused.
+func useRoute(c *fiber.Ctx) bool {
+	hs := c.Route().Handlers
+	if len(hs) == 0 {
+		return false
+	}
+	for _, r := range c.App().GetRoutes(true) {
+		if len(r.Handlers) > 0 && &r.Handlers[0] == &hs[0] {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *source) Query(name string) (string, error) { return strings.Clone(s.c.Query(name)), nil }

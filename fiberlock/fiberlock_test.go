@@ -590,9 +590,11 @@ func TestOuterMiddlewareKeepsItsContext(t *testing.T) {
 
 // TestWhereItGoes: Fiber runs the handlers given to app.Use or to a group as
 // a route of their own, before the route with the path parameters matches:
-// a key that needs them is answered 400, saying so (ErrRouteUnknown). Given
-// to the route itself, the middleware sees its template and parameters. A
-// key of headers only works anywhere.
+// a key that needs them fails on every request, the server's mistake,
+// answered 500 with an error saying where the middleware goes
+// (ErrRouteUnknown). Given to the route itself, the middleware sees its
+// template and parameters. A key of headers only works anywhere, and a
+// group whose own prefix has the parameter gives it to its middleware.
 func TestWhereItGoes(t *testing.T) {
 	var routes adaptertest.Routes
 	e := adaptertest.NewEnv(t, nil, core.WithHandlers(routes.Handler()))
@@ -607,8 +609,21 @@ func TestWhereItGoes(t *testing.T) {
 		"app.Use": {func(app *fiber.App) {
 			app.Use(fiberlock.New(e.Locker, orderKey))
 			app.Post("/orders/:id", handler)
-		}, http.StatusBadRequest, "", ""},
-		"group": {func(app *fiber.App) { app.Group("/orders", fiberlock.New(e.Locker, orderKey)).Post("/:id", handler) }, http.StatusBadRequest, "", ""},
+		}, http.StatusInternalServerError, "", ""},
+		"app.Use with a prefix": {func(app *fiber.App) {
+			app.Use("/orders", fiberlock.New(e.Locker, orderKey))
+			app.Post("/orders/:id", handler)
+		}, http.StatusInternalServerError, "", ""},
+		"group": {func(app *fiber.App) { app.Group("/orders", fiberlock.New(e.Locker, orderKey)).Post("/:id", handler) }, http.StatusInternalServerError, "", ""},
+		"group.Use": {func(app *fiber.App) {
+			g := app.Group("/orders")
+			g.Use(fiberlock.New(e.Locker, orderKey))
+			g.Post("/:id", handler)
+		}, http.StatusInternalServerError, "", ""},
+		// The group's own prefix has :id: its middleware knows it.
+		"group with the parameter": {func(app *fiber.App) {
+			app.Group("/orders/:id", fiberlock.New(e.Locker, orderKey)).Post("/", handler)
+		}, http.StatusOK, "order:7", "/orders/:id"},
 		// The route label is then the middleware's own route.
 		"app.Use, headers only": {func(app *fiber.App) {
 			app.Use(fiberlock.New(e.Locker, byTenant))
@@ -621,8 +636,47 @@ func TestWhereItGoes(t *testing.T) {
 		if w.Code != tc.code || (tc.code == http.StatusOK && (w.Body != tc.name || routes.Last() != tc.label)) {
 			t.Errorf("%s: status %d %s, route label %q; want %d %q %q", name, w.Code, w.Body, routes.Last(), tc.code, tc.name, tc.label)
 		}
-		if tc.code == http.StatusBadRequest && !strings.Contains(errorBody(t, w), fiberlock.ErrRouteUnknown.Error()) {
-			t.Errorf("%s: the answer does not explain the routing: %s", name, w.Body)
+		if tc.code == http.StatusInternalServerError {
+			if got, want := errorBody(t, w), fiberlock.ErrRouteUnknown.Error()+` (param "id")`; got != want {
+				t.Errorf("%s: the 500 says %q; want %q", name, got, want)
+			}
+		}
+	}
+}
+
+// TestMisplacementIsTheServers: a custom error handler gets the error of a
+// misplaced middleware, ErrRouteUnknown, not keyfunc.ErrMissing (the
+// client's fault). On a route, a parameter that the route does not have is
+// a key that does not fit the route (400, naming the route), and one that
+// the route has and the request left empty (":id?") the client's (400);
+// neither is blamed on app.Use.
+func TestMisplacementIsTheServers(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	var got error
+	var ran atomic.Bool
+	custom := fiberlock.WithErrorHandler(func(c *fiber.Ctx, err error) { got = err; _ = c.SendStatus(http.StatusTeapot) })
+	app := newApp()
+	app.Use(fiberlock.New(e.Locker, orderKey, custom))
+	app.Post("/orders/:id", func(c *fiber.Ctx) error { ran.Store(true); return nil })
+	if w := mustDo(t, app, "/orders/7", ""); w.Code != http.StatusTeapot || ran.Load() {
+		t.Errorf("custom error handler: status %d, handler ran %v", w.Code, ran.Load())
+	}
+	if !errors.Is(got, fiberlock.ErrRouteUnknown) || errors.Is(got, keyfunc.ErrMissing) {
+		t.Errorf("the error handler got %v; want ErrRouteUnknown, not keyfunc.ErrMissing", got)
+	}
+
+	for path, tc := range map[string]struct {
+		route string
+		says  string
+	}{
+		"/orders": {"/orders", `the route "/orders" running the middleware has no path parameter "id"`},
+		"/items":  {"/items/:id?", `param "id"`},
+	} {
+		app := newApp()
+		app.Post(tc.route, fiberlock.New(e.Locker, orderKey), handlerName)
+		w := mustDo(t, app, path, "")
+		if w.Code != http.StatusBadRequest || strings.Contains(w.Body, "app.Use") || !strings.Contains(errorBody(t, w), tc.says) {
+			t.Errorf("route %s, request %s: status %d %s; want 400 saying %q", tc.route, path, w.Code, w.Body, tc.says)
 		}
 	}
 }

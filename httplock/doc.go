@@ -16,11 +16,14 @@
 //	lock := httplock.New(locker, key)
 //	mux.Handle("POST /orders/{id}/pay", lock(pay))
 //
-// With chi, use r.With (or r.Use inside r.Route, once the outer pattern has
-// matched), never a top-level r.Use: chi runs r.Use middleware before it
-// routes, so the route and its parameters are not known yet there, and every
-// request would be answered 400 (the answer says so: ErrRouteUnknown).
-// WithRoute and WithPathParam read chi's own routing context:
+// With chi, use r.With (or r.Use inside r.Route or r.Group, which run once
+// the pattern has matched), never a top-level r.Use: chi runs a top-level
+// r.Use middleware before it routes, so the route and its parameters are not
+// known yet there, and a key that needs them fails on every request. That is
+// the server's mistake, so it is answered 500 with a message that names it
+// (ErrRouteUnknown), not 400. It shows on the first request, not at
+// start-up: chi gives the middleware the same place inside r.Route, where it
+// is right. WithRoute and WithPathParam read chi's own routing context:
 //
 //	import (
 //		"github.com/go-chi/chi/v5"
@@ -83,7 +86,9 @@
 // unreadable part, 409 with Retry-After when the name stayed busy, 503 when
 // Redis is unavailable (unless WithFailOpen) or the request's deadline passed
 // while waiting, 500 when the key Func fails otherwise, and a bare 499 when
-// the client went away. WithErrorHandler and WithBusyHandler replace them;
+// the client went away. A key that needs the route or a path parameter in a
+// middleware that runs before routing (see above) is answered 500 with a
+// JSON error that says so (ErrRouteUnknown). WithErrorHandler and WithBusyHandler replace them;
 // the next handler is never called after a failure, whatever they do. Only
 // WithFailOpen (or WithFailOpenHook, which also reports the storage error)
 // calls it unlocked, and only when Redis is unavailable.

@@ -72,6 +72,9 @@ type exchange struct {
 
 // answer writes the default answer to a failure.
 func answer(x exchange, f adapter.Failure) {
+	if errors.Is(f.Err, ErrRouteUnknown) { // the server's set-up mistake: say which
+		f.Status, f.Message = http.StatusInternalServerError, f.Err.Error()
+	}
 	if f.RetryAfter != "" {
 		x.w.Header().Set("Retry-After", f.RetryAfter)
 	}
@@ -84,23 +87,35 @@ func answer(x exchange, f adapter.Failure) {
 	_ = json.NewEncoder(x.w).Encode(map[string]string{"error": f.Message})
 }
 
-// ErrRouteUnknown is wrapped, with keyfunc.ErrMissing, by the error of a
-// request whose name needs its route or a path parameter while the route is
-// not known: the middleware runs before the router has matched the request,
-// as with chi's r.Use or a middleware around a whole ServeMux. The 400
-// answer says so.
-var ErrRouteUnknown = errors.New("httplock: the route is not known yet: with chi, use r.With(...) or r.Route(...) instead of r.Use(...); with ServeMux, wrap the handlers you register, not the mux")
+// ErrRouteUnknown is wrapped by the error of a request whose name needs its
+// route or a path parameter while the route is not known: the middleware
+// runs before the router has matched the request, as with a top-level r.Use
+// on a chi router or a middleware around a whole ServeMux. That is the
+// server's set-up mistake, not the client's, so the error does not wrap
+// keyfunc.ErrMissing: the default answer is 500, with the error's text
+// (which names the part the key needs), and a WithErrorHandler gets the
+// error to answer as it likes. A request whose route is known and lacks a
+// part is still the client's (400, keyfunc.ErrMissing).
+//
+// It is caught when a request comes, not at start-up: the same middleware
+// is rightly given to r.Use inside r.Route, and a key that needs neither the
+// route nor a path parameter works before routing too.
+var ErrRouteUnknown = errors.New("httplock: the middleware runs before routing, so the route and its path parameters are not known yet: " +
+	"with chi, add it with r.With(...) or inside r.Route/r.Group, not with a top-level r.Use; " +
+	"with ServeMux, wrap the handlers you register, not the mux")
 
-// source is the Source of a request, which notes whether a route or path
-// parameter was asked for while the route is not known.
+// source is the Source of a request, which notes the first part that the
+// key asked for, and did not get, while the route is not known.
 type source struct {
 	keyfunc.HTTPSource
-	unrouted bool
+	unrouted string // "the route", `path parameter "id"`; "" when routing was not missed
 }
 
 // Route returns the route template, noting when it is not known.
 func (s *source) Route() string {
-	s.unrouted = s.unrouted || s.Pattern == ""
+	if s.Pattern == "" && s.unrouted == "" {
+		s.unrouted = "the route"
+	}
 	return s.Pattern
 }
 
@@ -108,17 +123,19 @@ func (s *source) Route() string {
 // while the route is not known.
 func (s *source) Param(name string) (string, error) {
 	v, err := s.HTTPSource.Param(name)
-	s.unrouted = s.unrouted || (v == "" && s.Pattern == "")
+	if v == "" && err == nil && s.Pattern == "" && s.unrouted == "" {
+		s.unrouted = fmt.Sprintf("path parameter %q", name)
+	}
 	return v, err
 }
 
-// explained adds ErrRouteUnknown to a missing part that the route would
-// have given.
+// explained turns a missing part that the route would have given into the
+// server's mistake: an error wrapping ErrRouteUnknown, not keyfunc.ErrMissing.
 func explained(key keyfunc.Func) keyfunc.Func {
 	return func(s keyfunc.Source) (string, error) {
 		name, err := key(s)
-		if src, ok := s.(*source); ok && src.unrouted && errors.Is(err, keyfunc.ErrMissing) {
-			err = fmt.Errorf("%w: %w", err, ErrRouteUnknown)
+		if src, ok := s.(*source); ok && src.unrouted != "" && errors.Is(err, keyfunc.ErrMissing) {
+			err = fmt.Errorf("%w (the key needs %s)", ErrRouteUnknown, src.unrouted)
 		}
 		return name, err
 	}

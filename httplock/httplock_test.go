@@ -324,3 +324,90 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestBeforeRoutingIs500: a middleware around a whole ServeMux runs before
+// the mux has matched the request, so Request.Pattern and the path
+// parameters are not set yet. A key that needs them fails on every request:
+// the server's mistake, answered 500 with an error that names it and the
+// part the key needs, not 400. The same middleware on the registered handler
+// works, and a part missing from a routed request is still the client's
+// (400).
+func TestBeforeRoutingIs500(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	var ran atomic.Int64
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		ran.Add(1)
+		if l := httplock.Lease(r); l != nil {
+			io.WriteString(w, l.Name())
+		}
+	}
+	routed := func(mw func(http.Handler) http.Handler) http.Handler { // the middleware on the handler: right
+		m := http.NewServeMux()
+		m.Handle("POST /orders/{id}", mw(http.HandlerFunc(handler)))
+		return m
+	}
+	wrapped := func(mw func(http.Handler) http.Handler) http.Handler { // the middleware around the mux: wrong
+		m := http.NewServeMux()
+		m.HandleFunc("POST /orders/{id}", handler)
+		return mw(m)
+	}
+	errorJSON := func(w *httptest.ResponseRecorder) string {
+		var body struct{ Error string }
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+			t.Fatalf("body %q is not a JSON error: %v", w.Body, err)
+		}
+		return body.Error
+	}
+	for name, tc := range map[string]struct {
+		key   keyfunc.Func
+		needs string
+	}{
+		"param": {orderKey, `path parameter "id"`},
+		"route": {keyfunc.Route(), "the route"},
+	} {
+		ran.Store(0)
+		w := do(wrapped(httplock.New(e.Locker, tc.key)), context.Background(), "/orders/42", "")
+		msg := ""
+		if w.Code == http.StatusInternalServerError {
+			msg = errorJSON(w)
+		}
+		if w.Code != http.StatusInternalServerError || ran.Load() != 0 ||
+			!strings.Contains(msg, "the middleware runs before routing") ||
+			!strings.Contains(msg, "wrap the handlers you register, not the mux") ||
+			!strings.Contains(msg, "not with a top-level r.Use") ||
+			!strings.Contains(msg, "(the key needs "+tc.needs+")") {
+			t.Errorf("%s, around the mux: status %d, handler ran %d, body %s; want 500 naming the misplacement and %s", name, w.Code, ran.Load(), w.Body, tc.needs)
+		}
+		if w := do(routed(httplock.New(e.Locker, tc.key)), context.Background(), "/orders/"+adaptertest.Uniq(t), ""); w.Code != http.StatusOK || ran.Load() != 1 {
+			t.Errorf("%s, on the handler: status %d %s, handler ran %d; want 200", name, w.Code, w.Body, ran.Load())
+		}
+	}
+
+	// WithErrorHandler gets the error: it wraps ErrRouteUnknown, and not
+	// keyfunc.ErrMissing, which would mean the client's fault.
+	var got error
+	custom := httplock.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+		got = err
+		w.WriteHeader(http.StatusTeapot)
+	})
+	if w := do(wrapped(httplock.New(e.Locker, orderKey, custom)), context.Background(), "/orders/42", ""); w.Code != http.StatusTeapot {
+		t.Errorf("custom error handler: status %d", w.Code)
+	}
+	if !errors.Is(got, httplock.ErrRouteUnknown) || errors.Is(got, keyfunc.ErrMissing) {
+		t.Errorf("the error handler got %v; want ErrRouteUnknown and not keyfunc.ErrMissing", got)
+	}
+
+	// A key that needs neither the route nor a path parameter works around
+	// the mux; a part missing from it is the client's (400), not routing's.
+	tenantKey := must(keyfunc.Template("tenant:{header.X-Tenant}"))
+	w := do(wrapped(httplock.New(e.Locker, tenantKey)), context.Background(), "/orders/42", "")
+	if w.Code != http.StatusBadRequest || strings.Contains(w.Body.String(), "before routing") {
+		t.Errorf("a missing header around the mux: status %d %s; want 400, not blamed on routing", w.Code, w.Body)
+	}
+	// Routed, a request that lacks a part of the key is the client's (400).
+	tenantOrder := must(keyfunc.Template("order:{param.id}:{header.X-Tenant}"))
+	w = do(routed(httplock.New(e.Locker, tenantOrder)), context.Background(), "/orders/42", "")
+	if w.Code != http.StatusBadRequest || strings.Contains(w.Body.String(), "before routing") {
+		t.Errorf("a missing header on the handler: status %d %s; want 400", w.Code, w.Body)
+	}
+}

@@ -27,7 +27,8 @@
 //
 // Adapters label each request's context with its route template or RPC
 // method (core.ContextWithRoute); the Handler uses that label, never the lock
-// name, which has unbounded cardinality and may carry personal data.
+// name, which has unbounded cardinality and may carry personal data. The
+// LogHandler leaves the name out too, unless it is given WithName.
 //
 // # Spans
 //

@@ -71,8 +71,9 @@ func ExampleNew() {
 	// [reqlock.acquire.attempts reqlock.acquire.duration reqlock.acquire.pending reqlock.acquires reqlock.hold.duration reqlock.leases.held]
 }
 
-// An access log of locks on log/slog. Times are left out here so that the
-// output is the same on every run.
+// An access log of locks on log/slog. The lock name is left out unless
+// WithName is given (see ExampleWithName). Times are left out here so that
+// the output is the same on every run.
 func ExampleNewLogHandler() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
@@ -95,6 +96,34 @@ func ExampleNewLogHandler() {
 	}
 	_ = lease.Release(ctx)
 	// Output:
-	// level=INFO msg="lock acquire" lock=order:43 route=/orders/:id outcome=acquired attempts=1 ttl=10s
-	// level=INFO msg="lock release" lock=order:43 route=/orders/:id outcome=released
+	// level=INFO msg="lock acquire" route=/orders/:id outcome=acquired attempts=1 ttl=10s
+	// level=INFO msg="lock release" route=/orders/:id outcome=released
+}
+
+// WithName puts the lock name in the access log, for names that carry
+// nothing personal.
+func ExampleWithName() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			switch a.Key {
+			case slog.TimeKey, "wait", "hold":
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	client := redis.NewClient(&redis.Options{Addr: adaptertest.Shared.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client, core.WithHandlers(lockotel.NewLogHandler(logger, lockotel.WithName())))
+
+	ctx := core.ContextWithRoute(context.Background(), "/orders/:id")
+	lease, err := locker.Acquire(ctx, "order:44")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = lease.Release(ctx)
+	// Output:
+	// level=INFO msg="lock acquire" lock=order:44 route=/orders/:id outcome=acquired attempts=1 ttl=10s
+	// level=INFO msg="lock release" lock=order:44 route=/orders/:id outcome=released
 }

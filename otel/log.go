@@ -22,22 +22,26 @@ var (
 //
 // Lines have these attributes, those in brackets only when they apply:
 //
-//	acquire: [lock] [route] outcome wait [local_wait] attempts [handed_off] ttl [fence] [error_type error]
-//	release: [lock] [route] outcome hold [handed_off] [fence] [error_type error]
+//	acquire: [lock] [route] outcome wait [local_wait] attempts [handed_off] ttl [fence] [error_type] [error]
+//	release: [lock] [route] outcome hold [handed_off] [fence] [error_type] [error]
 //
-// lock is the lock name. Unlike span and metric attributes, a log line may
-// carry it: logs are not aggregated by attribute, and "who waited for
-// order:42" is what an access log is for. Names may hold personal data,
-// though; WithoutName leaves them out, and the error text with them (it
-// quotes the name), keeping error_type. outcome and error_type take the
-// values documented with OutcomeKey and ErrorTypeKey, and handed_off (true,
-// present only then) those of HandedOffKey: the lock came from, or went to,
-// another holder in this process without a Redis round trip.
+// lock is the lock name, and error the text of a failure's error, which
+// quotes the name. By default both are left out: names are built from
+// requests (order ids, user ids, tenants) and may hold personal data, which
+// logs tend to keep longer, and show to more people, than the lock store.
+// error_type is logged either way. WithName puts both in: unlike span and
+// metric attributes, a log line may carry the name (logs are not aggregated
+// by attribute), and "who waited for order:42" is what an access log can
+// then answer. outcome and
+// error_type take the values documented with OutcomeKey and ErrorTypeKey,
+// and handed_off (true, present only then) those of HandedOffKey: the lock
+// came from, or went to, another holder in this process without a Redis
+// round trip.
 type LogHandler struct {
 	logger   *slog.Logger
 	level    slog.Leveler
 	errLevel slog.Leveler
-	name     bool
+	name     bool // WithName: log the lock name and the error text
 }
 
 // LogOption configures a LogHandler.
@@ -56,16 +60,27 @@ func WithErrorLevel(level slog.Leveler) LogOption {
 	return func(h *LogHandler) { h.errLevel = level }
 }
 
-// WithoutName leaves the lock name out of the lines, and the error text,
-// which contains it; error_type stays.
+// WithName puts the lock name in the lines (lock), and the text of a
+// failure's error (error), which quotes it. Without it, neither is logged
+// (see LogHandler); error_type is logged either way. Choose it when the
+// names carry nothing personal, or the log is kept as carefully as the data
+// the names come from.
+func WithName() LogOption {
+	return func(h *LogHandler) { h.name = true }
+}
+
+// WithoutName leaves the lock name and the error text out of the lines;
+// error_type stays. It is the default, so it only undoes a WithName given
+// earlier among the options (the last of the two wins).
 func WithoutName() LogOption {
 	return func(h *LogHandler) { h.name = false }
 }
 
 // NewLogHandler returns a LogHandler writing to logger, or to slog.Default()
-// (as it is at each line) when logger is nil.
+// (as it is at each line) when logger is nil. Its lines leave the lock name
+// out unless WithName is given.
 func NewLogHandler(logger *slog.Logger, opts ...LogOption) *LogHandler {
-	h := &LogHandler{logger: logger, level: slog.LevelInfo, errLevel: slog.LevelWarn, name: true}
+	h := &LogHandler{logger: logger, level: slog.LevelInfo, errLevel: slog.LevelWarn}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(h)
@@ -169,7 +184,7 @@ func (h *LogHandler) head(attrs []slog.Attr, name, route, outcome string) []slog
 }
 
 // tail appends the error attributes of a failed line: the error type, and
-// the error's text (which names the lock) unless WithoutName.
+// with WithName the error's text (which names the lock).
 func (h *LogHandler) tail(attrs []slog.Attr, errType string, err error) []slog.Attr {
 	if errType == "" {
 		return attrs

@@ -91,7 +91,7 @@ func want(t *testing.T, line map[string]any, fields map[string]any) {
 
 func TestLogAcquireRelease(t *testing.T) {
 	adaptertest.LeakCheck(t)
-	l, buf := newLogLocker(t, nil)
+	l, buf := newLogLocker(t, []lockotel.LogOption{lockotel.WithName()})
 	name := uniq(t)
 	ctx := core.ContextWithRoute(context.Background(), route)
 	lease, err := l.Acquire(ctx, name)
@@ -128,7 +128,7 @@ func TestLogAcquireRelease(t *testing.T) {
 
 func TestLogFailures(t *testing.T) {
 	adaptertest.LeakCheck(t)
-	l, buf := newLogLocker(t, nil, core.WithWait(30*time.Millisecond))
+	l, buf := newLogLocker(t, []lockotel.LogOption{lockotel.WithName()}, core.WithWait(30*time.Millisecond))
 	name := uniq(t)
 	holdElsewhere(t, nil, name)
 	if _, err := l.Acquire(context.Background(), name); !errors.Is(err, core.ErrTimeout) {
@@ -169,9 +169,57 @@ func TestLogLostLease(t *testing.T) {
 	want(t, lines[1], map[string]any{"level": "ERROR", "msg": "lock release", "outcome": "lost", "error_type": "expired"})
 }
 
-func TestLogWithoutName(t *testing.T) {
+// TestLogNameHiddenByDefault: without options, and with WithoutName (also
+// after a WithName: the last one wins), the lines carry neither the lock
+// name nor the error text that quotes it; error_type stays.
+func TestLogNameHiddenByDefault(t *testing.T) {
 	adaptertest.LeakCheck(t)
-	l, buf := newLogLocker(t, []lockotel.LogOption{lockotel.WithoutName()}, core.WithWait(20*time.Millisecond))
+	for name, lopts := range map[string][]lockotel.LogOption{
+		"default":              nil,
+		"WithoutName":          {lockotel.WithoutName()},
+		"WithName,WithoutName": {lockotel.WithName(), lockotel.WithoutName()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l, buf := newLogLocker(t, lopts, core.WithWait(20*time.Millisecond))
+			lockName := "customer:alice@example.com:" + uniq(t)
+			ctx := core.ContextWithRoute(context.Background(), route)
+			lease, err := l.Acquire(ctx, lockName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Acquire(ctx, lockName); !errors.Is(err, core.ErrTimeout) { // busy: held by lease
+				t.Fatalf("err = %v, want ErrTimeout", err)
+			}
+			if err := lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			lines := buf.lines(t)
+			if len(lines) != 3 {
+				t.Fatalf("%d lines, want 3:\n%s", len(lines), buf)
+			}
+			if out := buf.String(); strings.Contains(out, lockName) || strings.Contains(out, "alice") {
+				t.Errorf("the log carries the lock name:\n%s", out)
+			}
+			for _, line := range lines {
+				if _, ok := line["lock"]; ok {
+					t.Errorf("line %v: a lock attribute", line)
+				}
+			}
+			want(t, lines[0], map[string]any{"msg": "lock acquire", "route": route, "outcome": "acquired"})
+			want(t, lines[1], map[string]any{"msg": "lock acquire", "route": route, "outcome": "timeout", "error_type": "timeout"})
+			want(t, lines[2], map[string]any{"msg": "lock release", "route": route, "outcome": "released"})
+			if _, ok := lines[1]["error"]; ok {
+				t.Error("error text logged without WithName")
+			}
+		})
+	}
+}
+
+// TestLogWithName: WithName (also after a WithoutName) puts the lock name in
+// every line and the error text in failed ones.
+func TestLogWithName(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	l, buf := newLogLocker(t, []lockotel.LogOption{lockotel.WithoutName(), lockotel.WithName()}, core.WithWait(20*time.Millisecond))
 	name := uniq(t)
 	lease, err := l.Acquire(context.Background(), name)
 	if err != nil {
@@ -187,12 +235,12 @@ func TestLogWithoutName(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("%d lines, want 3:\n%s", len(lines), buf)
 	}
-	if out := buf.String(); strings.Contains(out, name) || strings.Contains(out, "alice") {
-		t.Errorf("the log carries the lock name:\n%s", out)
+	for _, line := range lines {
+		want(t, line, map[string]any{"lock": name})
 	}
-	want(t, lines[1], map[string]any{"outcome": "timeout", "error_type": "timeout"})
-	if _, ok := lines[1]["error"]; ok {
-		t.Error("error text logged with WithoutName")
+	want(t, lines[1], map[string]any{"outcome": "timeout", "error_type": "timeout", "error": nil})
+	if e, _ := lines[1]["error"].(string); !strings.Contains(e, name) {
+		t.Errorf("error = %q, want the error's text, which names the lock", e)
 	}
 }
 
@@ -258,7 +306,7 @@ func TestLogPanicInTheChain(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("%d lines, want 3:\n%s", len(lines), buf)
 	}
-	want(t, lines[0], map[string]any{"level": "WARN", "msg": "lock acquire", "outcome": "error", "error_type": "_OTHER", "error": nil})
+	want(t, lines[0], map[string]any{"level": "WARN", "msg": "lock acquire", "outcome": "error", "error_type": "_OTHER"})
 	want(t, lines[1], map[string]any{"msg": "lock acquire", "outcome": "acquired"})
 	want(t, lines[2], map[string]any{"level": "WARN", "msg": "lock release", "outcome": "error", "error_type": "_OTHER", "hold": nil})
 }

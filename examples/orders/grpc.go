@@ -18,7 +18,7 @@ import (
 	"github.com/reqlock/reqlock/keyfunc"
 )
 
-// grpcServer serves the orders API over gRPC, with reflection for grpcurl;
+// grpcServer serves the orders API over gRPC, with reflection (for clients such as grpcurl);
 // every call is locked per order.
 //
 // gRPC reads a unary call's whole request message before it calls the
@@ -88,6 +88,8 @@ func reply(o Order, err error) (*ordersv1.Order, error) {
 		return &ordersv1.Order{Id: o.ID, State: o.State, AmountCents: o.AmountCents}, nil
 	case errors.Is(err, errNotFound):
 		return nil, status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, errInvalid):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errExists):
 		return nil, status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, errState):

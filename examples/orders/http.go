@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -38,10 +42,14 @@ func httpServer(h http.Handler, cfg Config) *http.Server {
 //
 // The order of the middleware on a locked route matters:
 //
-//	readBody (MaxBody, within the server's ReadTimeout) → budget (HandlerTimeout) → ginlock → handler
+//	readBody (MaxBody, within the server's ReadTimeout) → [createInput] → budget (HandlerTimeout) → ginlock → handler
 //
 // The body is read whole before the lock is taken, so the lock is held only
-// while the handler works, never while a client sends. Handlers pass
+// while the handler works, never while a client sends; a create's body is
+// also checked before it (createInput), so a request that cannot succeed
+// never waits for, nor holds, an order's lock. A method that a path does
+// not have is answered 405 with an Allow header, an unknown path 404, both
+// with a JSON error like every other answer. Handlers pass
 // c.Request.Context(), which carries the lease and is cancelled at the end of
 // the budget or when the lease is lost, to the store: its Acquire of the same
 // order is then reentrant (c itself would not carry it; see ginlock's
@@ -54,9 +62,19 @@ func httpHandler(s *store, locker *core.Locker, cfg Config, opts ...ginlock.Opti
 	if err := ginlock.Check(locker, key, opts...); err != nil {
 		return nil, err
 	}
-	locked := []gin.HandlerFunc{readBody(cfg.MaxBody), budget(cfg.HandlerTimeout), ginlock.New(locker, key, opts...)}
+	lock := ginlock.New(locker, key, opts...)
+	locked := []gin.HandlerFunc{readBody(cfg.MaxBody), budget(cfg.HandlerTimeout), lock}
 	r := gin.New()
+	r.HandleMethodNotAllowed = true                     // 405 with Allow, not 404, for a method the path lacks
 	r.Use(gin.Recovery(), otelgin.Middleware("orders")) // request spans, parents of the lock spans
+	r.NoMethod(func(c *gin.Context) {
+		c.JSON(http.StatusMethodNotAllowed, gin.H{"error": fmt.Sprintf("method %s is not allowed on %s; allowed: %s",
+			c.Request.Method, c.Request.URL.Path, c.Writer.Header().Get("Allow"))}) // gin has set Allow
+	})
+	r.NoRoute(func(c *gin.Context) {
+		c.JSON(http.StatusNotFound, gin.H{"error": fmt.Sprintf("no route for %s %s; the routes are GET /orders/:id, "+
+			"POST /orders/:id (create), POST /orders/:id/pay and POST /orders/:id/cancel", c.Request.Method, c.Request.URL.Path)})
+	})
 	r.GET("/orders/:id", func(c *gin.Context) {
 		if o, ok := s.get(c.Param("id")); ok {
 			c.JSON(http.StatusOK, o)
@@ -64,17 +82,10 @@ func httpHandler(s *store, locker *core.Locker, cfg Config, opts ...ginlock.Opti
 		}
 		c.JSON(http.StatusNotFound, gin.H{"error": errNotFound.Error()})
 	})
-	r.POST("/orders/:id", append(locked, func(c *gin.Context) {
+	r.POST("/orders/:id", readBody(cfg.MaxBody), createInput(), budget(cfg.HandlerTimeout), lock, func(c *gin.Context) {
 		defer s.enter(c.Param("id"))()
-		var in struct {
-			AmountCents int64 `json:"amount_cents"`
-		}
-		if err := c.ShouldBindJSON(&in); err != nil {
-			c.JSON(http.StatusBadRequest, gin.H{"error": err.Error()})
-			return
-		}
-		answer(c)(s.create(c.Request.Context(), c.Param("id"), in.AmountCents))
-	})...)
+		answer(c)(s.create(c.Request.Context(), c.Param("id"), c.GetInt64(amountKey)))
+	})
 	r.POST("/orders/:id/pay", append(locked, func(c *gin.Context) {
 		defer s.enter(c.Param("id"))()
 		answer(c)(s.pay(c.Request.Context(), c.Param("id")))
@@ -118,6 +129,119 @@ func readBody(max int64) gin.HandlerFunc {
 	}
 }
 
+// amountKey is where createInput leaves a create's amount for the handler
+// (c.GetInt64).
+const amountKey = "amount_cents"
+
+// createInput checks a create's body, which readBody has read whole, before
+// the lock: a body that is not JSON is answered 400, saying where the decoder
+// stopped; JSON that is not a valid order 422, naming each missing, unknown
+// or invalid field ({"error": "...", "fields": {"amount_cents": "..."}}). A
+// valid amount is left for the handler under amountKey.
+func createInput() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		var body []byte
+		if r := c.Request; r.Body != nil && r.Body != http.NoBody {
+			body, _ = io.ReadAll(r.Body) // bytes already in memory (readBody)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		amount, bad := parseCreate(body)
+		if bad != nil {
+			h := gin.H{"error": bad.msg}
+			if len(bad.fields) > 0 {
+				h["fields"] = bad.fields
+			}
+			c.AbortWithStatusJSON(bad.status, h)
+			return
+		}
+		c.Set(amountKey, amount)
+	}
+}
+
+// inputError is a body that createInput refuses.
+type inputError struct {
+	status int               // 400: not JSON; 422: JSON, but not a valid order
+	msg    string            // the JSON error
+	fields map[string]string // of a 422: what is wrong with each field, by name
+}
+
+// createExample is a valid create body, for the messages.
+const createExample = `{"amount_cents":1250}`
+
+// parseCreate reads a create's body: a JSON object whose only field,
+// amount_cents, is a positive whole number. Field names match ignoring case,
+// as encoding/json binds them.
+func parseCreate(body []byte) (int64, *inputError) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return 0, &inputError{status: http.StatusBadRequest, msg: "the body is empty: send a JSON object such as " + createExample}
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		var syntax *json.SyntaxError
+		var notObject *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syntax):
+			return 0, &inputError{status: http.StatusBadRequest, msg: "the body is not valid JSON: " + syntaxWhere(body, syntax) +
+				"; send a JSON object such as " + createExample}
+		case errors.As(err, &notObject):
+			return 0, &inputError{status: http.StatusUnprocessableEntity, msg: "the body is a JSON " + notObject.Value +
+				", not an object: send a JSON object such as " + createExample}
+		}
+		return 0, &inputError{status: http.StatusBadRequest, msg: "the body is not valid JSON: " + err.Error()}
+	}
+	problems := map[string]string{}
+	var amount int64
+	seen := false
+	for name, raw := range fields {
+		if !strings.EqualFold(name, "amount_cents") {
+			problems[name] = fmt.Sprintf("%q is not a field of an order (its only field is amount_cents)", name)
+			continue
+		}
+		seen = true
+		var n int64
+		if string(bytes.TrimSpace(raw)) == "null" || json.Unmarshal(raw, &n) != nil {
+			problems[name] = fmt.Sprintf("%s must be a whole number of cents, such as 1250, not %s", name, shorten(raw))
+			continue
+		}
+		if n <= 0 {
+			problems[name] = fmt.Sprintf("%s must be positive, not %d", name, n)
+			continue
+		}
+		amount = n
+	}
+	if !seen {
+		problems["amount_cents"] = "amount_cents is missing (the order's amount in cents, a positive whole number such as 1250)"
+	}
+	if len(problems) == 0 {
+		return amount, nil
+	}
+	msgs := make([]string, 0, len(problems))
+	for _, name := range slices.Sorted(maps.Keys(problems)) {
+		msgs = append(msgs, problems[name])
+	}
+	return 0, &inputError{status: http.StatusUnprocessableEntity, msg: "the order is invalid: " + strings.Join(msgs, "; "), fields: problems}
+}
+
+// syntaxWhere describes a JSON syntax error with its place in body: line
+// and column of the offending byte, or the end of a body that stops early.
+func syntaxWhere(body []byte, err *json.SyntaxError) string {
+	if err.Offset >= int64(len(body)) {
+		return fmt.Sprintf("it ends, after %d bytes, before the JSON value is complete (%v)", len(body), err)
+	}
+	at := max(err.Offset-1, 0) // the decoder has read the offending byte
+	line := 1 + bytes.Count(body[:at], []byte("\n"))
+	col := at - int64(bytes.LastIndexByte(body[:at], '\n'))
+	return fmt.Sprintf("%v, at line %d, column %d", err, line, col)
+}
+
+// shorten returns a JSON value for a message, cut to 40 bytes.
+func shorten(raw json.RawMessage) string {
+	if len(raw) > 40 {
+		return string(raw[:40]) + "..."
+	}
+	return string(raw)
+}
+
 // budget bounds the rest of the chain, lock wait included, to d: the
 // request's context is cancelled then.
 func budget(d time.Duration) gin.HandlerFunc {
@@ -137,8 +261,14 @@ func answer(c *gin.Context) func(Order, error) {
 			c.JSON(http.StatusOK, o)
 		case errors.Is(err, errNotFound):
 			c.JSON(http.StatusNotFound, gin.H{"error": err.Error()})
+		case errors.Is(err, errInvalid):
+			c.JSON(http.StatusUnprocessableEntity, gin.H{"error": err.Error()})
 		case errors.Is(err, errExists), errors.Is(err, errState):
-			c.JSON(http.StatusUnprocessableEntity, gin.H{"error": err.Error(), "order": o})
+			h := gin.H{"error": err.Error()}
+			if o.ID != "" { // the order as it is, which the request did not change; never an empty one
+				h["order"] = o
+			}
+			c.JSON(http.StatusUnprocessableEntity, h)
 		case retryable(err):
 			c.Header("Retry-After", "1")
 			c.JSON(http.StatusServiceUnavailable, gin.H{"error": "nothing was written, try again: " + err.Error()})

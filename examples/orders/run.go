@@ -42,6 +42,7 @@ type Config struct {
 	Store     string        // where the locks are kept: a key of storeEnv
 	StoreAddr string        // the store's address; "" with Store "redis" starts an embedded miniredis
 	Demo      bool          // run the demo on free loopback ports and exit
+	Telemetry string        // where traces and metrics go: stdout, otlp, none or auto (see setupTelemetry)
 	Wait      time.Duration // lock wait budget
 	Work      time.Duration // simulated work in each locked handler
 
@@ -53,7 +54,10 @@ type Config struct {
 
 func defaultConfig() Config {
 	return Config{
-		HTTPAddr: ":8080", GRPCAddr: ":9090", Store: "redis", Wait: 50 * time.Millisecond, Work: 20 * time.Millisecond,
+		// Loopback only: nothing outside the machine reaches a service
+		// started with no flags (-http and -grpc choose other addresses).
+		HTTPAddr: "127.0.0.1:8080", GRPCAddr: "127.0.0.1:9090", Store: "redis", Telemetry: "auto",
+		Wait: 50 * time.Millisecond, Work: 20 * time.Millisecond,
 		ReadTimeout: 5 * time.Second, HandlerTimeout: 2 * time.Second, MaxBody: 64 << 10, TTL: 6 * time.Second,
 	}
 }
@@ -195,21 +199,31 @@ func (a *app) close() {
 	a.closers = nil
 }
 
-// printUsage tells how to call the service.
+// printUsage tells how to call the service: curl commands that work as
+// they are printed (a POSIX shell runs the line with & as two concurrent
+// requests), and, for gRPC, grpcurl commands said to be optional.
 func (a *app) printUsage(w io.Writer) {
-	h, g := loopback(a.httpAddr), loopback(a.grpcAddr)
-	fmt.Fprintf(w, `orders: HTTP on %s, gRPC on %s, %s
-Requests for one order never run at once; a duplicate waits up to %v, then gets 409 / Aborted.
-Bodies are read whole (at most %d bytes, within %v) before the lock; a request has %v, its lock a TTL of %v.
-Try:
-  curl -X POST %s/orders/42 -d '{"amount_cents":1250}'
-  curl -X POST %s/orders/42/pay & curl -X POST %s/orders/42/pay; wait
-  curl -X POST %s/orders/42/cancel
-  curl %s/orders/42
-  grpcurl -plaintext -d '{"order_id":"43","amount_cents":990}' %s orders.v1.Orders/Create
-  grpcurl -plaintext -d '{"order_id":"43"}' %s orders.v1.Orders/Pay
+	h, g := "http://"+loopback(a.httpAddr), loopback(a.grpcAddr)
+	fmt.Fprintf(w, `orders: HTTP on %[1]s, gRPC on %[2]s; locks in %[3]s
+Requests for one order never run at once; a duplicate waits up to %[4]v, then gets 409 / Aborted.
+Bodies are read whole (at most %[5]d bytes, within %[6]v) before the lock; a request has %[7]v, its lock a TTL of %[8]v.
+
+Try it with curl: create order 42, pay it twice at once (one pays, the other waits for the lock,
+then finds it paid: 422, or gives up: 409), cancel it (422: it is paid), read it:
+  curl -X POST %[1]s/orders/42 -H 'Content-Type: application/json' -d '{"amount_cents":1250}'
+  curl -X POST %[1]s/orders/42/pay & curl -X POST %[1]s/orders/42/pay; wait
+  curl -X POST %[1]s/orders/42/cancel
+  curl %[1]s/orders/42
+
+gRPC serves the same orders (service orders.v1.Orders, with server reflection). To call it by hand,
+optionally, use grpcurl, a curl-like command-line client for gRPC that is not part of this
+repository (https://github.com/fullstorydev/grpcurl):
+  grpcurl -plaintext -d '{"order_id":"43","amount_cents":990}' %[2]s orders.v1.Orders/Create
+  grpcurl -plaintext -d '{"order_id":"43"}' %[2]s orders.v1.Orders/Pay
+Or run "go run ./examples/orders -demo", which calls both transports itself.
+
 Ctrl-C stops it.
-`, "http://"+h, g, a.storeAt, a.cfg.Wait, a.cfg.MaxBody, a.cfg.ReadTimeout, a.cfg.HandlerTimeout, a.cfg.TTL, "http://"+h, "http://"+h, "http://"+h, "http://"+h, "http://"+h, g, g)
+`, h, g, a.storeAt, a.cfg.Wait, a.cfg.MaxBody, a.cfg.ReadTimeout, a.cfg.HandlerTimeout, a.cfg.TTL)
 }
 
 // loopback turns a listen address like "[::]:8080" into one to call.

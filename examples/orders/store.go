@@ -22,6 +22,7 @@ const (
 // Business errors, mapped to HTTP and gRPC answers by the transports.
 var (
 	errNotFound = errors.New("order not found")
+	errInvalid  = errors.New("the order is invalid")
 	errExists   = errors.New("order already exists")
 	errState    = errors.New("order is not in a state that allows this")
 	errStale    = errors.New("stale write refused: a later holder of the order's lock has written")
@@ -166,7 +167,7 @@ func (s *store) create(ctx context.Context, id string, amount int64) (Order, err
 			return o, errExists
 		}
 		if amount <= 0 {
-			return o, fmt.Errorf("%w: amount_cents must be positive", errState)
+			return Order{}, fmt.Errorf("%w: amount_cents must be positive, not %d", errInvalid, amount)
 		}
 		return Order{ID: id, State: stateCreated, AmountCents: amount}, nil
 	})

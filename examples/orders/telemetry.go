@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,10 +27,15 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 )
 
-// telemetryFlag chooses where traces and metrics go.
-var telemetryFlag = flag.String("telemetry", "auto",
-	`where traces and metrics go: "stdout", "otlp", "none", or "auto": over OTLP each signal whose endpoint the environment names `+
-		`(OTEL_EXPORTER_OTLP_ENDPOINT, or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / _METRICS_ENDPOINT), nowhere otherwise`)
+// telemetryHelp is the help of -telemetry (Config.Telemetry), which names
+// the environment variables that the modes read.
+const telemetryHelp = `where traces and metrics go: "stdout", "otlp", "none", or "auto": ` +
+	`over OTLP each signal whose endpoint the environment names (OTEL_EXPORTER_OTLP_ENDPOINT, ` +
+	`or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_METRICS_ENDPOINT), nowhere otherwise. ` +
+	`OTLP goes over HTTP, or over gRPC with OTEL_EXPORTER_OTLP_PROTOCOL=grpc ` +
+	`(or OTEL_EXPORTER_OTLP_TRACES_PROTOCOL / OTEL_EXPORTER_OTLP_METRICS_PROTOCOL); ` +
+	`OTEL_TRACES_EXPORTER=none or OTEL_METRICS_EXPORTER=none turns a signal off; ` +
+	`the exporters read the other standard OTEL_EXPORTER_OTLP_* variables (headers, TLS, timeouts)`
 
 // shutdownTimeout bounds the flush of the last spans and metrics at exit, so
 // that an unreachable collector cannot keep the process from exiting.

@@ -101,13 +101,19 @@ func TestChiRoute(t *testing.T) {
 }
 
 // TestChiUseIsExplained: chi's top-level r.Use runs before routing, so the
-// route and its parameters are not known yet and every request is answered
-// 400; the answer says why and what to do instead.
+// route and its parameters are not known yet and a key that needs them fails
+// on every request. That is the server's mistake: 500, with an answer that
+// says why and what to do instead, not 400. A WithErrorHandler gets an error
+// wrapping ErrRouteUnknown and not keyfunc.ErrMissing (the client's fault).
+// The same middleware in r.With, r.Group or r.Route locks the request.
 func TestChiUseIsExplained(t *testing.T) {
 	e := adaptertest.NewEnv(t, nil)
-	for name, key := range map[string]keyfunc.Func{
-		"param": orderKey,
-		"route": keyfunc.Route(),
+	for name, tc := range map[string]struct {
+		key   keyfunc.Func
+		needs string
+	}{
+		"param": {orderKey, `path parameter "id"`},
+		"route": {keyfunc.Route(), "the route"},
 	} {
 		var got error
 		for _, custom := range []bool{false, true} {
@@ -115,40 +121,67 @@ func TestChiUseIsExplained(t *testing.T) {
 			if custom {
 				opts = append(opts, httplock.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
 					got = err
-					w.WriteHeader(http.StatusBadRequest)
+					w.WriteHeader(http.StatusTeapot)
 				}))
 			}
 			var ran atomic.Bool
 			r := chi.NewRouter()
-			r.Use(httplock.New(e.Locker, key, opts...)) // the pitfall
+			r.Use(httplock.New(e.Locker, tc.key, opts...)) // the pitfall
 			r.Post("/orders/{id}/pay", func(http.ResponseWriter, *http.Request) { ran.Store(true) })
 			w := do(r, context.Background(), "/orders/42/pay", "")
-			if w.Code != http.StatusBadRequest || ran.Load() {
-				t.Fatalf("%s: status %d, handler ran %v", name, w.Code, ran.Load())
+			want := http.StatusInternalServerError
+			if custom {
+				want = http.StatusTeapot
+			}
+			if w.Code != want || ran.Load() {
+				t.Fatalf("%s (custom error handler: %v): status %d, handler ran %v; want %d", name, custom, w.Code, ran.Load(), want)
 			}
 			if custom {
 				continue
 			}
 			var body struct{ Error string }
 			_ = json.Unmarshal(w.Body.Bytes(), &body)
-			if want := "the route is not known yet: with chi, use r.With(...) or r.Route(...) instead of r.Use(...)"; !strings.Contains(body.Error, want) {
-				t.Errorf("%s: the 400 says %q; want it to say %q", name, body.Error, want)
+			for _, want := range []string{
+				"httplock: the middleware runs before routing, so the route and its path parameters are not known yet",
+				"with chi, add it with r.With(...) or inside r.Route/r.Group, not with a top-level r.Use",
+				"(the key needs " + tc.needs + ")",
+			} {
+				if !strings.Contains(body.Error, want) {
+					t.Errorf("%s: the 500 says %q; want it to say %q", name, body.Error, want)
+				}
 			}
 		}
-		if !errors.Is(got, httplock.ErrRouteUnknown) || !errors.Is(got, keyfunc.ErrMissing) {
-			t.Errorf("%s: the error handler got %v", name, got)
+		if !errors.Is(got, httplock.ErrRouteUnknown) || errors.Is(got, keyfunc.ErrMissing) {
+			t.Errorf("%s: the error handler got %v; want ErrRouteUnknown, not keyfunc.ErrMissing", name, got)
+		}
+	}
+
+	// Placed after routing, the same middleware and key lock the request.
+	lock := httplock.New(e.Locker, orderKey, chiOptions()...)
+	for name, wire := range map[string]func(r chi.Router){
+		"r.With":  func(r chi.Router) { r.With(lock).Post("/orders/{id}/pay", lockedAs) },
+		"r.Group": func(r chi.Router) { r.Group(func(r chi.Router) { r.Use(lock); r.Post("/orders/{id}/pay", lockedAs) }) },
+		"r.Route": func(r chi.Router) {
+			r.Route("/orders/{id}", func(r chi.Router) { r.Use(lock); r.Post("/pay", lockedAs) })
+		},
+	} {
+		r := chi.NewRouter()
+		wire(r)
+		if w := do(r, context.Background(), "/orders/42/pay", ""); w.Code != http.StatusOK || w.Body.String() != "order:42" {
+			t.Errorf("%s: status %d, body %q; want 200 order:42", name, w.Code, w.Body)
 		}
 	}
 }
 
 // TestWrappedServeMuxIsExplained: the same pitfall with a ServeMux wrapped
-// whole, whose Request.Pattern is set for the handlers it calls only.
+// whole, whose Request.Pattern is set for the handlers it calls only: 500,
+// and the answer says to wrap the registered handlers.
 func TestWrappedServeMuxIsExplained(t *testing.T) {
 	e := adaptertest.NewEnv(t, nil)
 	m := http.NewServeMux()
 	m.HandleFunc("POST /orders/{id}", lockedAs)
 	w := do(httplock.New(e.Locker, orderKey)(m), context.Background(), "/orders/42", "")
-	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "wrap the handlers you register, not the mux") {
+	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), "wrap the handlers you register, not the mux") {
 		t.Fatalf("status %d, body %s", w.Code, w.Body)
 	}
 }
