@@ -109,9 +109,14 @@ func TestReleaseFromProxy(t *testing.T) {
 	if nosum != "" {
 		nosum += ","
 	}
+	// A module cache of its own: the machine's may hold a v0.99.0 of an
+	// earlier run, which the go command would take instead of this one's.
+	// The machine's cache still serves the other modules, as a proxy.
+	shared := strings.TrimSpace(run(t, prog, nil, "go", "env", "GOMODCACHE"))
 	env := []string{
-		"GOWORK=off", "GOFLAGS=",
-		"GOPROXY=file://" + filepath.ToSlash(proxy) + "," + upstream,
+		"GOWORK=off", "GOFLAGS=-modcacherw",
+		"GOMODCACHE=" + filepath.Join(t.TempDir(), "modcache"),
+		"GOPROXY=file://" + filepath.ToSlash(proxy) + ",file://" + filepath.ToSlash(filepath.Join(shared, "cache", "download")) + "," + upstream,
 		"GONOSUMDB=" + nosum + mods[0].Path,
 		"GONOPROXY=", "GOPRIVATE=",
 	}
