@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7
-	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -12,5 +12,5 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.2 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )

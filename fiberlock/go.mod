@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/gofiber/fiber/v2 v2.52.15
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
@@ -16,13 +17,12 @@ require (
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/mattn/go-runewidth v0.0.16 // indirect
-	github.com/redis/go-redis/v9 v9.22.0 // indirect
 	github.com/rivo/uniseg v0.2.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fasthttp v1.51.0 // indirect
 	github.com/valyala/tcplisten v1.0.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )
 
 replace github.com/reqlock/reqlock => ../

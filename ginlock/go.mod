@@ -3,8 +3,8 @@ module github.com/reqlock/reqlock/ginlock
 go 1.26.0
 
 require (
-	github.com/gin-gonic/gin v1.11.0
-	github.com/redis/go-redis/v9 v9.22.0
+	github.com/gin-gonic/gin v1.12.0
+	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
@@ -33,12 +33,12 @@ require (
 	github.com/quic-go/quic-go v0.59.1 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.2 // indirect
+	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	go.uber.org/mock v0.6.0 // indirect
 	golang.org/x/arch v0.24.0 // indirect
 	golang.org/x/crypto v0.48.0 // indirect
-	golang.org/x/net v0.50.0 // indirect
-	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/net v0.51.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.34.0 // indirect
 )
 

@@ -13,7 +13,11 @@ import (
 	"github.com/reqlock/reqlock/internal/adaptertest"
 )
 
-func TestMain(m *testing.M) { adaptertest.Main(m) }
+// redisAddr is the address the examples connect to: the tests' own
+// redis-server.
+var redisAddr = "localhost:6379"
+
+func TestMain(m *testing.M) { adaptertest.Main(m, func() { redisAddr = adaptertest.Shared.Addr() }) }
 
 // service implements the test service with replaceable methods.
 type service struct {

@@ -3,8 +3,8 @@ module github.com/reqlock/reqlock/stores/rueidis
 go 1.26.0
 
 require (
-	github.com/redis/go-redis/v9 v9.22.0
-	github.com/redis/rueidis v1.0.69
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
@@ -12,7 +12,7 @@ require (
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )
 
 replace github.com/reqlock/reqlock => ../../
