@@ -433,8 +433,5 @@ func checkFair(s Store) error {
 	if _, ok := s.(Queuer); ok {
 		return nil
 	}
-	if _, ok := s.(*redlockStore); ok {
-		return fmt.Errorf("%w: WithFair: a Redlock quorum keeps no queue: each node would order its waiters apart, and no grant would hold a quorum", ErrInvalidOption)
-	}
 	return fmt.Errorf("%w: WithFair: the store (%T) keeps no queue (core.Queuer)", ErrInvalidOption, s)
 }

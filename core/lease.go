@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/reqlock/reqlock/internal/drift"
 )
 
 // Lease is a lock held in a Store. Release it when the critical section
@@ -165,16 +167,15 @@ func (l *Lease) endPass() {
 }
 
 // validity is when a lock given ttl by a command sent at sent is to be taken
-// as gone: the TTL counts from before the command reached the store, less a margin
-// for clock drift between this process and the server (1% of the TTL plus
-// 2 ms, as in Redlock), so that Done closes before the store frees the key.
+// as gone (see internal/drift), so that Done closes before the store frees
+// the key.
 func validity(sent time.Time, ttl time.Duration) time.Time {
-	return sent.Add(validFor(ttl))
+	return drift.Validity(sent, ttl)
 }
 
 // validFor is how long a lock given ttl is valid after its command was sent.
 func validFor(ttl time.Duration) time.Duration {
-	return ttl - ttl/100 - 2*time.Millisecond
+	return drift.ValidFor(ttl)
 }
 
 // Name returns the lock name given to Acquire.

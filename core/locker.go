@@ -6,14 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	mrand "math/rand/v2"
 	"os"
 	"reflect"
-	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Locker acquires named locks in a Store. It is safe for concurrent use;
@@ -44,25 +40,6 @@ type Locker struct {
 	release ReleaseFunc
 }
 
-// New returns a Locker that keeps its locks in the Redis deployment behind
-// client: a *redis.Client, a Sentinel failover client
-// (redis.NewFailoverClient) or a *redis.ClusterClient (see NewRedisStore). It
-// is NewWithStore(NewRedisStore(client), opts...), and its Close also closes
-// that store (not the client).
-//
-// New does no I/O and never panics. Invalid options (a negative wait, a TTL
-// under 1 ms, a nil client...) are reported by Err and by every Acquire, as
-// errors wrapping ErrInvalidOption; check Err once at start-up. A client
-// without ContextTimeoutEnabled gets a warning in the default slog logger:
-// the I/O timeout cannot cut its blocked reads.
-func New(client redis.UniversalClient, opts ...Option) *Locker {
-	var err error
-	if client == nil || isNilPointer(client) {
-		err = fmt.Errorf("%w: New: the Redis client is nil", ErrInvalidOption)
-	}
-	return newLocker(NewRedisStore(client), true, err, []redis.UniversalClient{client}, opts)
-}
-
 // NewWithStore returns a Locker that keeps its locks in s. The Locker does
 // not close s: close it after the Lockers that use it, if it has a Close
 // method. Like New, it does no I/O, never panics and reports invalid options
@@ -72,18 +49,12 @@ func NewWithStore(s Store, opts ...Option) *Locker {
 	if s == nil || isNilPointer(s) {
 		err = fmt.Errorf("%w: NewWithStore: the store is nil", ErrInvalidOption)
 	}
-	return newLocker(s, false, err, nil, opts)
+	return newLocker(s, false, err, opts)
 }
 
-// Tune takes the settings of the Locker built on the store (Tuner).
-func (s *redisStore) Tune(st StoreSettings) {
-	s.setLinger(st.NotifyLinger)
-	s.ioTimeout.Store(int64(st.IOTimeout))
-}
-
-// newLocker builds a Locker on s; err reports bad arguments, clients are
-// checked for ContextTimeoutEnabled.
-func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, opts []Option) *Locker {
+// newLocker builds a Locker on s; err reports bad arguments, and owned says
+// that the Locker's Close closes s.
+func newLocker(s Store, owned bool, err error, opts []Option) *Locker {
 	cfg := defaultConfig()
 	for i, opt := range opts {
 		if opt == nil {
@@ -93,8 +64,9 @@ func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, 
 		opt(&cfg)
 	}
 	err = errors.Join(err, cfg.validate())
-	if r, ok := s.(*redlockStore); ok && err == nil {
-		err = r.check(&cfg)
+	settings := StoreSettings{IOTimeout: cfg.ioTimeout, NotifyLinger: cfg.notifyLinger, Fencing: cfg.fencing, Fair: cfg.fair}
+	if c, ok := s.(Checker); ok && err == nil {
+		err = c.Check(settings)
 	}
 	if cfg.fair && err == nil {
 		err = checkFair(s)
@@ -104,7 +76,7 @@ func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, 
 		return l
 	}
 	if t, ok := s.(Tuner); ok {
-		t.Tune(StoreSettings{IOTimeout: cfg.ioTimeout, NotifyLinger: cfg.notifyLinger})
+		t.Tune(settings)
 	}
 	if cfg.fair {
 		l.queuer = s.(Queuer)
@@ -116,31 +88,8 @@ func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, 
 		n.Announce()
 		l.notify = n
 	}
-	warnContextTimeout(clients)
 	l.acquire, l.release = chain(cfg.handlers, l.take, l.unlock)
 	return l
-}
-
-// warnContextTimeout logs a warning for each client whose reads a context
-// deadline does not cut.
-func warnContextTimeout(clients []redis.UniversalClient) {
-	for i, c := range clients {
-		var enabled bool
-		switch c := c.(type) {
-		case *redis.Client:
-			enabled = c.Options().ContextTimeoutEnabled
-		case *redis.ClusterClient:
-			enabled = c.Options().ContextTimeoutEnabled
-		case *redis.Ring:
-			enabled = c.Options().ContextTimeoutEnabled
-		default:
-			continue
-		}
-		if !enabled {
-			slog.Warn("reqlock: the Redis client has ContextTimeoutEnabled off: the Locker's I/O timeout cannot cut a blocked read, the client's ReadTimeout bounds it instead; set ContextTimeoutEnabled: true in its options",
-				"client", i)
-		}
-	}
 }
 
 // Close ends what the Locker runs in the background. A Locker built by New or
@@ -594,41 +543,4 @@ func (l *Locker) storageErr(op, name string, err error) error {
 		return fmt.Errorf("%w: %s %q: no reply within the I/O timeout of %v: %w", ErrStorage, op, name, l.cfg.ioTimeout, err)
 	}
 	return fmt.Errorf("%w: %s %q: %w", ErrStorage, op, name, err)
-}
-
-// background runs goroutines that Close waits for. Unlike a sync.WaitGroup,
-// it may start new ones while Close waits (an Acquire racing Close).
-type background struct {
-	mu   sync.Mutex
-	n    int
-	idle *sync.Cond // signalled when n drops to 0
-}
-
-// run runs f on a goroutine of its own.
-func (b *background) run(f func()) {
-	b.mu.Lock()
-	b.n++
-	b.mu.Unlock()
-	go func() {
-		defer func() {
-			b.mu.Lock()
-			if b.n--; b.n == 0 && b.idle != nil {
-				b.idle.Broadcast()
-			}
-			b.mu.Unlock()
-		}()
-		f()
-	}()
-}
-
-// wait blocks until no goroutine started by run is left.
-func (b *background) wait() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.idle == nil {
-		b.idle = sync.NewCond(&b.mu)
-	}
-	for b.n > 0 {
-		b.idle.Wait()
-	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/reqlock/reqlock/lockstore"
 )
 
 // Defaults of a Locker built without options: a lock lives 10 s unless
@@ -15,7 +17,7 @@ const (
 	DefaultWait       = 3 * time.Second
 	DefaultSpinMin    = 10 * time.Millisecond
 	DefaultSpinRandom = 10 * time.Millisecond
-	DefaultIOTimeout  = time.Second
+	DefaultIOTimeout  = lockstore.DefaultIOTimeout
 	DefaultPrefix     = "reqlock:"
 )
 
@@ -257,7 +259,7 @@ func WithNotify() Option {
 
 // DefaultNotifyLinger is how long a name stays subscribed after its last
 // waiter left, with WithNotify.
-const DefaultNotifyLinger = 5 * time.Second
+const DefaultNotifyLinger = lockstore.DefaultNotifyLinger
 
 // WithNotifyLinger sets how long, with WithNotify, a name's channel stays
 // subscribed after its last waiter left (default DefaultNotifyLinger; 0
