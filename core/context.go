@@ -54,7 +54,7 @@ type routeKey struct{}
 // ContextWithRoute returns a copy of ctx labelled with route: a
 // low-cardinality description of where locks taken with it come from, such as
 // a route template ("/orders/:id") or a gRPC method ("/orders.v1.Orders/Pay"),
-// never a raw lock name. Acquire copies it into Request.Route for telemetry
+// never a raw lock name. Acquire copies it into AcquireCall.Route for telemetry
 // handlers. The adapters set it.
 func ContextWithRoute(ctx context.Context, route string) context.Context {
 	return context.WithValue(ctx, routeKey{}, route)

@@ -80,7 +80,7 @@ const minFairPatience = 30 * time.Millisecond
 // waitInLine is spin for WithFair: queue in the store, wait for a grant
 // (heard by pub/sub and confirmed by a poll, or found by the periodic poll
 // of the Locker's waiters of the key), give up at the deadline.
-func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
+func (l *Locker) waitInLine(ctx context.Context, req *AcquireCall) (*Lease, error) {
 	// One token for the whole wait: it is the waiter's place in the queue.
 	// It is never used again after a failed call, whose clean-up the store
 	// may still be running in the background.
@@ -161,7 +161,7 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 // queue of req's name: the waiter gives up. A grant that reached it
 // meanwhile is passed on by the store. It is bounded by the I/O timeout; a
 // Dequeue that fails is finished by dropPlace.
-func (l *Locker) leaveLine(ctx context.Context, req *Request, token string, patience time.Duration) {
+func (l *Locker) leaveLine(ctx context.Context, req *AcquireCall, token string, patience time.Duration) {
 	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
 	defer cancel()
 	if l.queuer.Dequeue(ioCtx, req.Key, token) != nil {
@@ -396,7 +396,7 @@ func (w *inLine) answer(p polled) {
 // poll sent at sent, or granted by a release. A grant may be set for less
 // than req.TTL (the waiter's patience): the lease then extends it to req.TTL
 // in the background, on the watchdog's schedule, once.
-func (l *Locker) grantedLease(req *Request, token string, g Grant, sent time.Time) *Lease {
+func (l *Locker) grantedLease(req *AcquireCall, token string, g Grant, sent time.Time) *Lease {
 	// g.TTL is what the store had left for the key. Less than a
 	// millisecond left reads as 0 (Redis's PTTL): the lease is then born
 	// lost, never given a full TTL the store does not hold for it.

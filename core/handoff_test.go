@@ -16,9 +16,9 @@ import (
 	"github.com/reqlock/reqlock/internal/redistest"
 )
 
-// request builds the Request a waiter for lease's name would pass to Handoff.
-func request(lease *core.Lease, ttl time.Duration) *core.Request {
-	return &core.Request{Name: lease.Name(), Key: lease.Key(), TTL: ttl, Start: time.Now()}
+// request builds the AcquireCall a waiter for lease's name would pass to Handoff.
+func request(lease *core.Lease, ttl time.Duration) *core.AcquireCall {
+	return &core.AcquireCall{Name: lease.Name(), Key: lease.Key(), TTL: ttl, Start: time.Now()}
 }
 
 func TestHandoffKeepsTheHoldWithoutRoundTrip(t *testing.T) {
@@ -154,7 +154,7 @@ func TestHandoffRejectsBadRequests(t *testing.T) {
 	lease := hold(t, e, uniq(t))
 	other := request(lease, time.Second)
 	other.Key += "x"
-	for _, req := range []*core.Request{nil, other, request(lease, 0), request(lease, core.MaxTTL+time.Hour)} {
+	for _, req := range []*core.AcquireCall{nil, other, request(lease, 0), request(lease, core.MaxTTL+time.Hour)} {
 		if _, err := lease.Handoff(ctx, req); !errors.Is(err, core.ErrInvalidOption) {
 			t.Fatalf("Handoff(%+v) = %v, want ErrInvalidOption", req, err)
 		}

@@ -36,7 +36,7 @@ type Locker struct {
 	rounder TTLRounder
 	// acquire and release are the Handler chain around take and unlock,
 	// composed once when the Locker is built.
-	acquire func(context.Context, *Request) error
+	acquire func(context.Context, *AcquireCall) error
 	release ReleaseFunc
 }
 
@@ -172,7 +172,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...CallOption) (
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	req := &Request{Name: name, Key: key, Route: route, TTL: ttl, Start: now, Deadline: deadline}
+	req := &AcquireCall{Name: name, Key: key, Route: route, TTL: ttl, Start: now, Deadline: deadline}
 	l.observeStart(ctx, req)
 	panicked := true
 	defer func() {
@@ -202,7 +202,7 @@ var errAcquirePanicked = errors.New("reqlock: acquire: the handler chain panicke
 // Acquire: a lock that the chain took before the panic has no holder, so it
 // is released (in the store and in the local queue), and the Observers see
 // the acquire fail with OutcomeError. The panic then goes on.
-func (l *Locker) acquirePanicked(ctx context.Context, req *Request) {
+func (l *Locker) acquirePanicked(ctx context.Context, req *AcquireCall) {
 	if lease := req.lease; lease != nil {
 		func() {
 			defer func() { _ = recover() }() // the Handler may panic again: the first panic goes on
@@ -213,7 +213,7 @@ func (l *Locker) acquirePanicked(ctx context.Context, req *Request) {
 }
 
 // observeStart tells the StartObservers that an Acquire begins.
-func (l *Locker) observeStart(ctx context.Context, req *Request) {
+func (l *Locker) observeStart(ctx context.Context, req *AcquireCall) {
 	for _, o := range l.cfg.observers {
 		if so, ok := o.(StartObserver); ok {
 			so.ObserveStart(ctx, StartEvent{Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL, Start: req.Start})
@@ -223,7 +223,7 @@ func (l *Locker) observeStart(ctx context.Context, req *Request) {
 
 // observeAcquire tells the Observers how an Acquire ended, and keeps the
 // LeaseObservers they return on the lease.
-func (l *Locker) observeAcquire(ctx context.Context, req *Request, lease *Lease, err error) {
+func (l *Locker) observeAcquire(ctx context.Context, req *AcquireCall, lease *Lease, err error) {
 	if len(l.cfg.observers) == 0 {
 		return
 	}
@@ -242,10 +242,10 @@ func (l *Locker) observeAcquire(ctx context.Context, req *Request, lease *Lease,
 
 // chain composes the Handlers around take and unlock once, when the Locker
 // is built, so that a call allocates no closures. It holds the Handlers'
-// contract: a Request is acquired once, and a lease is released in the
+// contract: an AcquireCall is acquired once, and a lease is released in the
 // store whether or not a Handler calls next.
-func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(context.Context, *Request) error, ReleaseFunc) {
-	acquire := func(ctx context.Context, req *Request) (*Lease, error) {
+func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(context.Context, *AcquireCall) error, ReleaseFunc) {
+	acquire := func(ctx context.Context, req *AcquireCall) (*Lease, error) {
 		if req.nexted {
 			return nil, errors.New("reqlock: a Handler called next twice")
 		}
@@ -257,7 +257,7 @@ func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(conte
 	release := unlock
 	for i := len(handlers) - 1; i >= 0; i-- {
 		h, nextAcquire, nextRelease := handlers[i], acquire, release
-		acquire = func(ctx context.Context, req *Request) (*Lease, error) {
+		acquire = func(ctx context.Context, req *AcquireCall) (*Lease, error) {
 			err := h.Acquire(ctx, req, nextAcquire)
 			return req.lease, err
 		}
@@ -274,7 +274,7 @@ func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(conte
 		}()
 		return outerRelease(ctx, lease)
 	}
-	return func(ctx context.Context, req *Request) error {
+	return func(ctx context.Context, req *AcquireCall) error {
 		_, err := acquire(ctx, req)
 		return err
 	}, release
@@ -282,8 +282,8 @@ func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(conte
 
 // take is the innermost acquire link: the local turn (WithLocalQueue), then
 // the lock, handed over by the previous local holder or taken in the store.
-func (l *Locker) take(ctx context.Context, req *Request) (*Lease, error) {
-	ttl, err := checkTTL(req.TTL, "Request.TTL") // a Handler may have changed it
+func (l *Locker) take(ctx context.Context, req *AcquireCall) (*Lease, error) {
+	ttl, err := checkTTL(req.TTL, "AcquireCall.TTL") // a Handler may have changed it
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +328,7 @@ func (l *Locker) take(ctx context.Context, req *Request) (*Lease, error) {
 // local queue, for req; nil and no error when prev can no longer be handed
 // over (lost, or another Locker's), in which case the caller acquires in the
 // store.
-func (l *Locker) takeOver(ctx context.Context, req *Request, prev *Lease) (*Lease, error) {
+func (l *Locker) takeOver(ctx context.Context, req *AcquireCall, prev *Lease) (*Lease, error) {
 	if prev.locker != l {
 		// A queue shared by two Lockers passed another Locker's lease: that
 		// Locker's store and settings govern it, so release it there.
@@ -345,7 +345,7 @@ func (l *Locker) takeOver(ctx context.Context, req *Request, prev *Lease) (*Leas
 // spin is the pull-mode loop: try the store; when another holder has the
 // name, sleep a random time (or until a release notice) and try again, until
 // the wait budget runs out.
-func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
+func (l *Locker) spin(ctx context.Context, req *AcquireCall) (*Lease, error) {
 	if l.queuer != nil {
 		return l.waitInLine(ctx, req)
 	}
@@ -432,7 +432,7 @@ func detach(ctx context.Context) context.Context {
 // tryAcquire is one attempt of spin in the store; first is set for the first
 // attempt of an Acquire, which expects the name to be free (see
 // FreeAcquirer).
-func (l *Locker) tryAcquire(ctx context.Context, req *Request, token string, first bool) (bool, int64, error) {
+func (l *Locker) tryAcquire(ctx context.Context, req *AcquireCall, token string, first bool) (bool, int64, error) {
 	if s, ok := l.store.(FreeAcquirer); ok && first {
 		return s.TryAcquireFree(ctx, req.Key, token, req.TTL, l.cfg.fencing)
 	}
@@ -456,7 +456,7 @@ func callerErr(ctx context.Context) error {
 // timeoutErr returns the error of a wait budget that is spent: the context's
 // error when it was the context's deadline that cut the budget, ErrTimeout
 // (wrapped with the name and the time waited) otherwise.
-func (l *Locker) timeoutErr(ctx context.Context, req *Request) error {
+func (l *Locker) timeoutErr(ctx context.Context, req *AcquireCall) error {
 	if err := callerErr(ctx); err != nil {
 		return err
 	}

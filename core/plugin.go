@@ -25,9 +25,9 @@ import (
 //
 //	Handlers → LocalQueue → spin loop → Store   (then every Observer)
 
-// Request describes one Acquire as it travels through the Handlers. Each call
-// gets its own Request.
-type Request struct {
+// AcquireCall describes one Acquire call as it goes through the Handlers.
+// Each call gets its own.
+type AcquireCall struct {
 	// Name is the lock name given to Acquire.
 	Name string
 	// Key is the store key that guards Name (see Locker.Key).
@@ -56,9 +56,14 @@ type Request struct {
 	nexted    bool
 }
 
+// Request is the former name of AcquireCall.
+//
+// Deprecated: use AcquireCall.
+type Request = AcquireCall
+
 // AcquireFunc is the rest of the pipeline below a Handler's Acquire. It may
-// be called once per Request.
-type AcquireFunc func(ctx context.Context, req *Request) (*Lease, error)
+// be called once per AcquireCall.
+type AcquireFunc func(ctx context.Context, req *AcquireCall) (*Lease, error)
 
 // ReleaseFunc is the rest of the pipeline below a Handler's Release.
 type ReleaseFunc func(ctx context.Context, lease *Lease) error
@@ -79,19 +84,19 @@ type ReleaseFunc func(ctx context.Context, lease *Lease) error
 // concurrent use. Release runs once per lease, with a context that is not
 // cancelled. Handlers see no reentrant (nested) acquire.
 type Handler interface {
-	Acquire(ctx context.Context, req *Request, next AcquireFunc) error
+	Acquire(ctx context.Context, req *AcquireCall, next AcquireFunc) error
 	Release(ctx context.Context, lease *Lease, next ReleaseFunc) error
 }
 
 // HandlerFuncs builds a Handler from two functions. A nil function passes
 // straight through to next.
 type HandlerFuncs struct {
-	OnAcquire func(ctx context.Context, req *Request, next AcquireFunc) error
+	OnAcquire func(ctx context.Context, req *AcquireCall, next AcquireFunc) error
 	OnRelease func(ctx context.Context, lease *Lease, next ReleaseFunc) error
 }
 
 // Acquire calls OnAcquire, or next when it is nil.
-func (h HandlerFuncs) Acquire(ctx context.Context, req *Request, next AcquireFunc) error {
+func (h HandlerFuncs) Acquire(ctx context.Context, req *AcquireCall, next AcquireFunc) error {
 	if h.OnAcquire == nil {
 		_, err := next(ctx, req)
 		return err

@@ -194,7 +194,7 @@ func TestWatchdogOfAHandedOffLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2500 * time.Millisecond)
-	second, err := first.Handoff(ctx, &core.Request{Name: first.Name(), Key: first.Key(), TTL: ttl})
+	second, err := first.Handoff(ctx, &core.AcquireCall{Name: first.Name(), Key: first.Key(), TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestHandoffOfALeaseTheWatchdogGaveUp(t *testing.T) {
 	if admin.Get(ctx, lease.Key()).Val() != lease.Token() {
 		t.Skip("the key expired before the check; nothing left to strand")
 	}
-	_, err = lease.Handoff(ctx, &core.Request{Name: lease.Name(), Key: lease.Key(), TTL: ttl})
+	_, err = lease.Handoff(ctx, &core.AcquireCall{Name: lease.Name(), Key: lease.Key(), TTL: ttl})
 	if !errors.Is(err, core.ErrNotHeld) {
 		t.Fatalf("Handoff of a lost lease = %v, want ErrNotHeld", err)
 	}

@@ -182,7 +182,7 @@ func (t *turn) end() {
 // core.WithHandlers puts a Guard in the Locker's local-queue slot, where the
 // Locker calls Enter; this method and Release only make the Guard a
 // core.Handler, so that it can be given to core.WithHandlers.
-func (g *Guard) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+func (g *Guard) Acquire(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 	if g.err != nil {
 		return g.err
 	}

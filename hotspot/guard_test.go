@@ -1024,7 +1024,7 @@ func (s *panickyStore) TryAcquire(ctx context.Context, key, token string, ttl ti
 func TestPanicReleasesLocalLock(t *testing.T) {
 	leakCheck(t)
 	var boom atomic.Bool
-	afterNext := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+	afterNext := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 		_, err := next(ctx, req)
 		if err == nil && boom.Load() {
 			panic("boom")
@@ -1097,8 +1097,8 @@ func TestInvalidOptions(t *testing.T) {
 			t.Fatalf("Acquire through an invalid Guard = %v after %d commands, want ErrInvalidOption and none", err, rt.N.Load())
 		}
 		called := false
-		next := func(context.Context, *core.Request) (*core.Lease, error) { called = true; return nil, nil }
-		if err := g.Acquire(context.Background(), &core.Request{}, next); !errors.Is(err, core.ErrInvalidOption) || called {
+		next := func(context.Context, *core.AcquireCall) (*core.Lease, error) { called = true; return nil, nil }
+		if err := g.Acquire(context.Background(), &core.AcquireCall{}, next); !errors.Is(err, core.ErrInvalidOption) || called {
 			t.Fatalf("the Handler method of an invalid Guard = %v (next called: %v), want ErrInvalidOption", err, called)
 		}
 	}
@@ -1113,7 +1113,7 @@ func TestHandlerMethodsPassThrough(t *testing.T) {
 	g := hotspot.New()
 	errNext := errors.New("next")
 	var acquired, released int
-	err := g.Acquire(context.Background(), &core.Request{}, func(context.Context, *core.Request) (*core.Lease, error) {
+	err := g.Acquire(context.Background(), &core.AcquireCall{}, func(context.Context, *core.AcquireCall) (*core.Lease, error) {
 		acquired++
 		return nil, errNext
 	})

@@ -196,7 +196,7 @@ func setResult(span trace.Span, kv []attribute.KeyValue, r result) {
 // in the Locker's observer slot, where the Locker calls ObserveAcquire; this
 // method and Release only make the Handler a core.Handler, so that it can be
 // given to core.WithHandlers.
-func (h *Handler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+func (h *Handler) Acquire(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 	_, err := next(ctx, req)
 	return err
 }

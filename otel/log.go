@@ -185,7 +185,7 @@ func (h *LogHandler) tail(attrs []slog.Attr, errType string, err error) []slog.A
 // LogHandler in the Locker's observer slot, where the Locker calls
 // ObserveAcquire; this method and Release only make the LogHandler a
 // core.Handler, so that it can be given to core.WithHandlers.
-func (h *LogHandler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+func (h *LogHandler) Acquire(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 	_, err := next(ctx, req)
 	return err
 }
