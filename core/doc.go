@@ -109,7 +109,7 @@
 // on the order of the options (see Handler): one LocalQueue (the hotspot
 // package's Guard: the goroutines of a process queue locally, and one of
 // them contends in the store); Observers (the otel package: typed events for
-// every acquire and every end of a lease, local hand-overs included); and
+// every acquire and every end of a lease, local hand-offs included); and
 // Handlers, users' own middleware around acquire and release, whose contract
 // the types hold.
 //

@@ -32,7 +32,7 @@ const DefaultFairPatience = time.Second
 // from that poll's answer, which says whether the store holds the name for
 // it and for how long. A message heard late (after the grant expired and
 // the name passed to the next waiter) gives no lease, and a lease is never
-// valid from before its grant. A hand-over between processes costs the
+// valid from before its grant. A hand-off between processes costs the
 // releaser's one round trip and the new holder's one. A waiter that misses
 // the message learns of its grant at its next poll.
 //
@@ -51,7 +51,7 @@ const DefaultFairPatience = time.Second
 // The uncontended path is unchanged: one round trip to acquire, one to
 // release. With a LocalQueue (hotspot.Guard) only a process's local turn
 // holder queues in the store, so a process has at most one entry per name,
-// and its cohort hand-overs stay bounded by the Guard's WithHandoff.
+// and its cohort hand-offs stay bounded by the Guard's WithHandoff.
 // Lockers that share names should all use WithFair: a Locker without it
 // takes a free name without looking at the queue.
 func WithFair() Option {

@@ -80,7 +80,7 @@ const (
 
 // newLease builds a lease that owns a hold of key with token in the store,
 // valid until validUntil, and starts its watchdog (WithWatchdog). Every such
-// lease is made here: by Acquire, and by a hand-over for the next holder.
+// lease is made here: by Acquire, and by a hand-off for the next holder.
 func (l *Locker) newLease(name, key, token string, fence int64, ttl time.Duration, validUntil time.Time) *Lease {
 	lease := &Lease{
 		locker:     l,
@@ -290,7 +290,7 @@ func (l *Lease) closeDoneLocked() {
 }
 
 // Lost reports whether the lease lost its lock before it was released or
-// handed over: the watchdog gave up renewing it, Extend found the key gone,
+// handed off: the watchdog gave up renewing it, Extend found the key gone,
 // or its validity (ValidUntil) passed, which it reads from the clock (see
 // Done). Done is closed then. A nested lease reports its outermost lease's
 // state.

@@ -18,9 +18,9 @@ import (
 // One Acquire goes through this file from top to bottom: Acquire checks its
 // arguments, resolves TTL and wait (resolve, in call.go), runs the Handlers
 // (chain), whose innermost link takes the local turn (LocalQueue) and then
-// the lock (take: a hand-over from the previous local holder, or spin
+// the lock (take: a hand-off from the previous local holder, or spin
 // against the Store), and tells the Observers. Lease.Release (lease.go) goes
-// back the same way: Handlers, then unlock (a local hand-over, or the
+// back the same way: Handlers, then unlock (a local hand-off, or the
 // Store's compare-and-delete, then the end of the local turn), then the
 // Observers.
 type Locker struct {
@@ -281,7 +281,7 @@ func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(conte
 }
 
 // take is the innermost acquire link: the local turn (WithLocalQueue), then
-// the lock, handed over by the previous local holder or taken in the store.
+// the lock, handed off by the previous local holder or taken in the store.
 func (l *Locker) take(ctx context.Context, req *AcquireCall) (*Lease, error) {
 	ttl, err := checkTTL(req.TTL, "AcquireCall.TTL") // a Handler may have changed it
 	if err != nil {
@@ -324,7 +324,7 @@ func (l *Locker) take(ctx context.Context, req *AcquireCall) (*Lease, error) {
 	return lease, nil
 }
 
-// takeOver takes the lock of prev, handed over by its holder through the
+// takeOver takes the lock of prev, handed off by its holder through the
 // local queue, for req; nil and no error when prev can no longer be handed
 // over (lost, or another Locker's), in which case the caller acquires in the
 // store.
@@ -517,7 +517,7 @@ func (l *Locker) unlockStore(ctx context.Context, lease *Lease) error {
 }
 
 // undo removes a lock held for ttl that the Locker holds with no lease to
-// release it (a hand-over that failed, a lease its watchdog gave up), if it
+// release it (a hand-off that failed, a lease its watchdog gave up), if it
 // still holds token: through an Undoer, at once and then in the background
 // until it matters no more; otherwise one compare-and-delete. It is bounded
 // by the I/O timeout.

@@ -209,7 +209,7 @@ func WithWatchdogInterval(d time.Duration) Option {
 // counter, and a failover that lost the latest values of the counter: the
 // next token comes from the clock, above every earlier one. The counter
 // expires 5 s after the lock it was last drawn for (its TTL is the lock's
-// TTL plus 5 s at every fenced acquire and local hand-over; watchdog
+// TTL plus 5 s at every fenced acquire and local hand-off; watchdog
 // renewals do not extend it), so that an idle name leaves nothing behind;
 // the next token then comes from the clock too.
 //

@@ -14,7 +14,7 @@ import (
 //     to the next without a store round trip;
 //   - Observers (WithObservers; the otel package's Handler and
 //     LogHandler): told of every acquire and of every end of a lease
-//     (released, lost, handed over locally) once it is over, with typed
+//     (released, lost, handed off locally) once it is over, with typed
 //     events;
 //   - Handlers (WithHandlers): users' own middleware around acquire and
 //     release, in the order given, outermost first.
@@ -49,7 +49,7 @@ type AcquireCall struct {
 	Attempts int
 
 	// What the innermost link left for Acquire: the lease, the local wait,
-	// whether the lock was handed over.
+	// whether the lock was handed off.
 	lease     *Lease
 	localWait time.Duration
 	handedIn  bool
@@ -150,7 +150,7 @@ type StartEvent struct {
 // Observer: whatever it needs at the end (a start time, a span) lives in it.
 type LeaseObserver interface {
 	// ObserveRelease is called once, when Release has ended or the lock was
-	// handed over to the next holder in this process.
+	// handed off to the next holder in this process.
 	ObserveRelease(ctx context.Context, e ReleaseEvent)
 }
 
@@ -162,7 +162,7 @@ type AcquireEvent struct {
 	TTL   time.Duration // the TTL asked for
 	Start time.Time     // when Acquire was called
 	End   time.Time     // when it returned
-	// Attempts is the number of store attempts; 0 for a lock handed over
+	// Attempts is the number of store attempts; 0 for a lock handed off
 	// by the previous holder in this process.
 	Attempts int
 	// LocalWait is the time spent in the local queue before the store.
@@ -183,7 +183,7 @@ type ReleaseEvent struct {
 	// Outcome is OutcomeReleased, OutcomeHandedOff, one of the lost
 	// outcomes (see Outcome.Lost), or OutcomeUnavailable or OutcomeError.
 	Outcome Outcome
-	Err     error // Release's error, nil for a clean release or hand-over
+	Err     error // Release's error, nil for a clean release or hand-off
 }
 
 // LocalQueue serialises the acquires of one process for one name before they
@@ -202,7 +202,7 @@ type LocalQueue interface {
 
 // LocalTurn is one goroutine's turn for a key in a LocalQueue.
 type LocalTurn interface {
-	// Passed returns the lease the previous holder of the turn handed over
+	// Passed returns the lease the previous holder of the turn handed off
 	// (see Pass) instead of releasing it, or nil. The Locker takes the lock
 	// over from it without a store acquire.
 	Passed() *Lease

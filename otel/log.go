@@ -16,7 +16,7 @@ var (
 // LogHandler writes an access log of locks on a log/slog Logger: one line per
 // acquire ("lock acquire") and one per end of a lease ("lock release"). It is
 // a core.Observer, so it logs every acquire and release of the Locker, local
-// handoffs included, wherever it stands among the options: give it to
+// hand-offs included, wherever it stands among the options: give it to
 // core.WithObservers, or to core.WithHandlers, which puts it in the same
 // slot.
 //

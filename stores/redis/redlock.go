@@ -371,7 +371,7 @@ func pastDeadline(ctx context.Context) bool {
 	return ok && !time.Now().Before(dl)
 }
 
-// raiseFence is the second phase of a fenced acquire or handoff: the quorum's
+// raiseFence is the second phase of a fenced acquire or hand-off: the quorum's
 // counters are raised to fence before the lease is handed out.
 func (r *Redlock) raiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
 	ok, failed, _, errs := tally(r.fanout(ctx, func(ctx context.Context, n lockstore.Store) nodeResult {
