@@ -21,8 +21,8 @@ var (
 	// someone else (whose key was left untouched).
 	ErrNotHeld = errors.New("reqlock: lease not held")
 
-	// ErrStorage marks a failure to talk to Redis (refused connection, I/O
-	// timeout, a server error). The underlying error is wrapped too, so
+	// ErrStorage marks a failure to talk to the store (refused connection,
+	// I/O timeout, a server error). The underlying error is wrapped too, so
 	// errors.Is and errors.As reach it. Adapters answer it with "unavailable"
 	// (HTTP 503, gRPC Unavailable).
 	ErrStorage = errors.New("reqlock: storage error")

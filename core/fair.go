@@ -17,43 +17,23 @@ import (
 const DefaultFairPatience = time.Second
 
 // WithFair makes waiters queue in the store in arrival order, and makes a
-// release grant the lock to the first waiter directly, instead of a race of
-// spinning waiters that any of them may win (and that a process which just
-// released often wins again). It needs a store that keeps queues (Queuer):
-// the Redis store does; a Redlock quorum does not, and NewRedlock reports
-// WithFair as an invalid option.
+// release grant the lock to the first live waiter directly, instead of a
+// race of spinning waiters that any of them may win (and that a process
+// which just released often wins again). It needs a store that keeps queues
+// (Queuer); on any other store, WithFair is an invalid option.
 //
-// The Redis store queues a waiter whose attempt finds the name held in the
-// same round trip as that attempt (a sorted set and a hash next to the lock,
-// in its hash slot). A release grants the lock to the first live waiter in
-// the release script (the key is set to the waiter's token, with a fence
-// drawn if the waiter asked for one) and tells it by pub/sub. The message
-// is a hint: the waiter's process polls at once, and the lease is dated
-// from that poll's answer, which says whether the store holds the name for
-// it and for how long. A message heard late (after the grant expired and
-// the name passed to the next waiter) gives no lease, and a lease is never
-// valid from before its grant. A hand-off between processes costs the
-// releaser's one round trip and the new holder's one. A waiter that misses
-// the message learns of its grant at its next poll.
-//
-// A Locker polls the store every third of the patience (WithFairPatience,
-// default 1 s) for all its waiters of a name, in one round trip, which
-// keeps their places alive: a waiter that stops polling (its process died,
-// or stalls) is skipped once its patience has passed, so a dead waiter
-// delays those behind it by about its patience. A lock granted
-// to a waiter is set for at most its patience at first, so that a lock
-// granted to a waiter that died is freed by the same bound, not by its TTL;
-// a live waiter extends it to its TTL when it holds it that long (at a third
-// of the patience, one round trip, in the background). A waiter that gives
-// up (wait budget, context) leaves the queue in one round trip; a grant that
-// reached it meanwhile passes on to the next waiter.
-//
-// The uncontended path is unchanged: one round trip to acquire, one to
-// release. With a LocalQueue (hotspot.Guard) only a process's local turn
-// holder queues in the store, so a process has at most one entry per name,
-// and its cohort hand-offs stay bounded by the Guard's WithHandoff.
-// Lockers that share names should all use WithFair: a Locker without it
-// takes a free name without looking at the queue.
+// A grant heard by push is a hint, confirmed by a poll at once, and the
+// lease is dated from the poll's answer; a waiter that misses it learns of
+// its grant at its next poll. A Locker polls every third of the patience
+// (WithFairPatience) for all its waiters of a name, in one round trip,
+// which keeps their places alive: a waiter that stops polling is skipped
+// once its patience has passed, and a lock granted to it is set for at most
+// its patience at first, then extended to its TTL when it holds it that
+// long. A waiter that gives up leaves the queue, passing on a grant that
+// reached it. The uncontended path is unchanged, and with a LocalQueue
+// (hotspot.Guard) only a process's local turn holder queues in the store.
+// Lockers that share names should all use WithFair: one without it takes a
+// free name without looking at the queue.
 func WithFair() Option {
 	return func(c *config) { c.fair = true }
 }

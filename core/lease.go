@@ -192,9 +192,9 @@ func (l *Lease) Token() string { return l.token }
 // Fence returns the lease's fencing token (WithFencing), or 0 where fencing
 // is off. Tokens are strictly increasing per name: a lease acquired after
 // another one of the same name (or handed the hold locally) has a higher
-// token, in any process, also across Redis restarts and failovers as long
-// as the server's clock does not go back (see WithFencing). They are not
-// consecutive. A nested lease has its outermost lease's token.
+// token, in any process, also across restarts and failovers of the store
+// within the limits its documentation states (see WithFencing). They are
+// not consecutive. A nested lease has its outermost lease's token.
 //
 // Pass the token with every write made under the lease to a store that
 // keeps, per resource, the highest token it has accepted and rejects writes
@@ -310,11 +310,10 @@ var errReleasePanicked = errors.New("reqlock: release: the handler chain panicke
 
 // Release deletes the lock if this lease still holds it, through the
 // Handlers; or, with a local queue (WithLocalQueue) that has a waiter for the
-// name, hands the lock over to it without a store call. It never deletes a
+// name, hands the lock off to it without a store call. It never deletes a
 // key that another holder has taken since: it returns an error wrapping
 // ErrNotHeld when the lock had expired, or ErrStorage when the store failed:
-// a store that is an Undoer (Redis, Redlock, rueidis, memcached, SQL) then
-// keeps trying to delete it in the background, so that the name is free
+// a store that is an Undoer (most are) then keeps trying to delete it in the background, so that the name is free
 // as soon as the store or the link heals; with the others, the lock
 // expires on its TTL.
 //
@@ -324,8 +323,8 @@ var errReleasePanicked = errors.New("reqlock: release: the handler chain panicke
 // still frees the name. Release is idempotent: the Handlers run once, and
 // later calls return the first call's result.
 //
-// With a client that retries failed commands (go-redis's MaxRetries), a
-// release whose reply was lost may be sent again and report ErrNotHeld
+// With a store client that retries failed commands (go-redis's MaxRetries),
+// a release whose reply was lost may be sent again and report ErrNotHeld
 // although its first transmission deleted the key; either way the key is no
 // longer this lease's.
 //

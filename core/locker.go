@@ -12,9 +12,6 @@ import (
 	"time"
 )
 
-// Locker acquires named locks in a Store. It is safe for concurrent use;
-// build one per process and share it. Close it when done.
-//
 // One Acquire goes through this file from top to bottom: Acquire checks its
 // arguments, resolves TTL and wait (resolve, in call.go), runs the Handlers
 // (chain), whose innermost link takes the local turn (LocalQueue) and then
@@ -23,6 +20,9 @@ import (
 // back the same way: Handlers, then unlock (a local hand-off, or the
 // Store's compare-and-delete, then the end of the local turn), then the
 // Observers.
+
+// Locker acquires named locks in a Store. It is safe for concurrent use;
+// build one per process and share it, and Close it when done.
 type Locker struct {
 	cfg    config
 	err    error
@@ -92,14 +92,11 @@ func newLocker(s Store, owned bool, err error, opts []Option) *Locker {
 	return l
 }
 
-// Close ends what the Locker runs in the background. A Locker built by New or
-// NewRedlock also closes its store: the shared subscription of WithNotify;
-// the clean-ups of failed attempts, which may be retrying for as long as a
-// stalled server does not answer, are stopped (within the I/O timeout; a key
-// they could not remove yet expires with its TTL); with NewRedlock, the
-// calls of nodes that had not answered when an operation's outcome was
-// known end within their deadline. Close waits for these goroutines. It
-// neither releases nor ends leases. Close is idempotent and returns nil.
+// Close ends what the Locker runs in the background. A Locker built by New
+// or NewRedlock also closes its store, which ends its subscriptions and the
+// clean-ups of failed calls (keys they could not remove yet expire with
+// their TTL) and waits for them. Close neither releases nor ends leases; it
+// is idempotent and returns nil.
 func (l *Locker) Close() error {
 	if c, ok := l.store.(io.Closer); ok && l.owned {
 		return c.Close()

@@ -51,7 +51,7 @@ type Store struct {
 	notifier *notifier // made by the first Watch
 	linger   time.Duration
 	closed   bool
-	undos    *undo.Queue // clean-ups of failed attempts (undo.go)
+	undos    *undo.Queue // clean-ups of failed attempts (see Undo)
 	// ioTimeout bounds each call of a clean-up (see TryAcquire): the I/O
 	// timeout of the Locker that configured the store, 0 for
 	// lockstore.DefaultIOTimeout.
@@ -211,56 +211,32 @@ func companionsLen(key string) int {
 	return 5*len(key) + len(fenceSuffix) + len(queueSuffix) + len(waitersSuffix) + len(channelSuffix)
 }
 
-// TryAcquire is Redis's documented single-instance lock: SET key token NX
-// PX ttl GET, one native command. GET returns the value the key already had:
-// none means the key is now ours; our own token means that the client
-// re-sent this attempt after losing the reply of a transmission that did set
-// the key, so it is ours too, instead of a lock that waits for itself until
-// its TTL ends, once a compare-and-extend has given it the TTL of this
-// attempt.
-//
-// A native command costs Redis, the resource every instance shares, a fifth
-// of the CPU of a script doing the same (about 2 µs against 9 µs per call on
-// Redis 7). Servers before Redis 7.0 reject NX with GET; for them the same
-// logic runs as acquire.lua. With fenced, acquire_fenced.lua does the same
-// and draws the next fence: the larger of the name's counter + 1 and the
-// server's clock in microseconds (Redis 5.0 or later).
-//
-// The Locker's first attempt of an Acquire runs acquire.lua instead (see
-// TryAcquireFree): SET ... NX GET answers a free name with a nil reply,
-// which go-redis handles as an error, at the cost of some twenty
-// allocations.
-//
-// An attempt that fails after its command may have reached Redis is undone
-// (see mayHaveApplied) without holding the caller up past the attempt's
-// context, whose deadline is the Locker's I/O timeout: a compare-and-delete
-// of its token is sent at once if the context has time left, and again in
-// the background every 250 ms until it deletes the key, or until the
-// attempt's SET can no longer arrive late (see undo.go): a stalled server
-// or link may run it after the attempt has failed, so that a
-// compare-and-delete that finds nothing proves nothing.
+// TryAcquire is Redis's documented single-instance lock, SET key token NX
+// PX ttl GET (a script on servers before Redis 7.0, and with fenced, which
+// also draws the next fence). An attempt that fails after its command may
+// have reached Redis is undone, at once and in the background (see the
+// package documentation).
 func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	return s.attempt(ctx, key, token, ttl, fenced, false)
 }
 
-// TryAcquireFree is TryAcquire with acquire.lua (one EVALSHA) in place of
-// SET ... NX GET, for an attempt that expects a free name: the script
-// answers an integer either way, where SET ... NX GET answers a free name
-// with a nil reply, which go-redis turns into an error (redis.Nil) and
-// classifies on its error path (whether to retry, whether the connection
-// is bad) at the cost of some twenty allocations, more than the rest of an
-// uncontended acquire and release. The script does the same as the native
-// command, re-sent attempts included, in the same one round trip, for
-// about 5 µs more of Redis's CPU (about 6 µs against 1.3 µs per call on
-// Redis 7.0); later attempts, which expect a held name, stay native (SET
-// ... NX GET answers a held name with the holder's token, which costs
-// nothing to classify).
+// TryAcquireFree is TryAcquire for an attempt that expects a free name
+// (lockstore.FreeAcquirer): acquire.lua, which answers an integer either
+// way, in place of SET ... NX GET, whose nil reply for a free name go-redis
+// turns into an error at the cost of some twenty allocations.
 func (s *Store) TryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	return s.attempt(ctx, key, token, ttl, fenced, true)
 }
 
 // attempt is TryAcquire and TryAcquireFree: the attempt, and its clean-up if
-// it fails.
+// it fails. An attempt that fails after its command may have reached Redis
+// is undone (see mayHaveApplied) without holding the caller up past the
+// attempt's context, whose deadline is the Locker's I/O timeout: a
+// compare-and-delete of its token is sent at once if the context has time
+// left, and again in the background every 250 ms until it deletes the key,
+// or until the attempt's SET can no longer arrive late (see Undo): a stalled
+// server or link may run it after the attempt has failed, so that a
+// compare-and-delete that finds nothing proves nothing.
 func (s *Store) attempt(ctx context.Context, key, token string, ttl time.Duration, fenced, free bool) (bool, int64, error) {
 	sent := time.Now()
 	ok, fence, err := s.tryAcquire(ctx, key, token, ttl, fenced, free)
@@ -270,6 +246,30 @@ func (s *Store) attempt(ctx context.Context, key, token string, ttl time.Duratio
 	return ok, fence, s.failed(err)
 }
 
+// tryAcquire sends one attempt. SET ... NX GET returns the value the key
+// already had: none means the key is now ours; our own token means that the
+// client re-sent this attempt after losing the reply of a transmission that
+// did set the key, so it is ours too, instead of a lock that waits for
+// itself until its TTL ends, once a compare-and-extend has given it the TTL
+// of this attempt.
+//
+// A native command costs Redis, the resource every instance shares, a fifth
+// of the CPU of a script doing the same (about 2 µs against 9 µs per call on
+// Redis 7). Servers before Redis 7.0 reject NX with GET; for them the same
+// logic runs as acquire.lua. With fenced, acquire_fenced.lua does the same
+// and draws the next fence: the larger of the name's counter + 1 and the
+// server's clock in microseconds (Redis 5.0 or later).
+//
+// With free (the first attempt of an Acquire, see TryAcquireFree) it runs
+// acquire.lua: SET ... NX GET answers a free name with a nil reply, which
+// go-redis turns into an error (redis.Nil) and classifies on its error path
+// (whether to retry, whether the connection is bad) at the cost of some
+// twenty allocations, more than the rest of an uncontended acquire and
+// release. The script does the same as the native command, re-sent
+// attempts included, in the same one round trip, for about 5 µs more of
+// Redis's CPU (about 6 µs against 1.3 µs per call on Redis 7.0); later
+// attempts, which expect a held name, stay native (SET ... NX GET answers a
+// held name with the holder's token, which costs nothing to classify).
 func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced, free bool) (bool, int64, error) {
 	if fenced {
 		fence, err := s.run(ctx, acquireFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds(), (ttl + fenceGrace).Milliseconds()).Int64()
@@ -367,8 +367,8 @@ func (s *Store) extend(ctx context.Context, key, token string, ttl time.Duration
 }
 
 // RaiseFence sets the fence counter to at least fence if the key still holds
-// token (Redlock's second phase, see fence_floor.lua); a raised counter
-// expires fenceGrace after the lock.
+// token (lockstore.FenceRaiser: Redlock's second phase, fence_floor.lua); a
+// raised counter expires 5 s after the lock.
 func (s *Store) RaiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
 	n, err := s.run(ctx, fenceFloorScript, []string{key, fenceKey(key)}, token, fence, fenceGrace.Milliseconds()).Int64()
 	return n == 1, s.failed(err)
@@ -459,7 +459,7 @@ func (s *Store) Announce() { s.announce.Store(true) }
 
 // Watch subscribes to the release channel of key: one shared pub/sub
 // connection per store, subscribed to the channels that have waiters (or had
-// one within the linger, see WithNotifyLinger).
+// one within the linger, see core.WithNotifyLinger).
 func (s *Store) Watch(key string) (<-chan struct{}, func()) {
 	c := make(chan struct{}, 1)
 	return c, s.watchInto(key, c)
@@ -493,7 +493,7 @@ func (s *Store) undoTimeout() time.Duration {
 }
 
 // setLinger sets how long a channel stays subscribed without waiters; the
-// Locker passes WithNotifyLinger before its first Watch.
+// Locker passes core.WithNotifyLinger before its first Watch (Tune).
 func (s *Store) setLinger(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -25,7 +25,7 @@ func newUndos(s *Store) *undo.Queue {
 
 // Undo removes what a failed attempt (token on key, with ttl, sent at sent)
 // may have set, a lock the Locker gives up, or the place of a fair waiter
-// that has gone (core.Undoer): a compare-and-delete at once within ctx if
+// that has gone (lockstore.Undoer): a compare-and-delete at once within ctx if
 // ctx has time left, then in the background until it no longer matters (see
 // internal/undo). The release script is the compare-and-delete: it also
 // takes a token that does not hold the key out of the key's queue. It never
