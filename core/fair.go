@@ -378,7 +378,7 @@ func (w *inLine) answer(p polled) {
 // in the background, on the watchdog's schedule, once.
 func (l *Locker) grantedLease(req *AcquireCall, token string, g Grant, sent time.Time) *Lease {
 	// g.TTL is what the store had left for the key. Less than a
-	// millisecond left reads as 0 (Redis's PTTL): the lease is then born
+	// millisecond left reads as 0 (a store counting ms): the lease is then born
 	// lost, never given a full TTL the store does not hold for it.
 	ttl := min(max(g.TTL, time.Millisecond), req.TTL)
 	return l.shortLease(req.Name, req.Key, token, g.Fence, ttl, validity(sent, ttl), req.TTL)

@@ -83,7 +83,7 @@ func (l *Lease) handoff(ctx context.Context, name string, ttl time.Duration) (*L
 	cancel()
 	if err != nil || !ok {
 		// l is ended and no lease takes the hold: whatever is left of it (a
-		// storage error or a cancellation may hide a hold; with Redlock, a
+		// storage error or a cancellation may hide a hold; with a quorum store, a
 		// minority of nodes may hold the key after a quorum was missed)
 		// would otherwise stay locked without a holder until its TTL ends.
 		// Compare-and-delete only ever deletes our own token.

@@ -104,8 +104,9 @@ func (l *Locker) Close() error {
 	return nil
 }
 
-// isNilPointer reports a typed nil, such as a (*redis.Client)(nil), which
-// would otherwise pass the nil check and panic at the first Acquire.
+// isNilPointer reports a typed nil, such as a (*redis.Client)(nil) or a nil
+// store pointer, which would otherwise pass the nil check and panic at the
+// first Acquire.
 func isNilPointer(v any) bool {
 	rv := reflect.ValueOf(v)
 	return rv.Kind() == reflect.Pointer && rv.IsNil()

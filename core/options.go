@@ -239,7 +239,7 @@ func (c *config) validate() error {
 	if c.spinMin < 0 || c.spinRandom < 0 {
 		bad("WithSpin(%v, %v): sleep durations must not be negative", c.spinMin, c.spinRandom)
 	} else if c.spinMin+c.spinRandom <= 0 {
-		bad("WithSpin(%v, %v): min+random must be positive, or waiters would flood Redis", c.spinMin, c.spinRandom)
+		bad("WithSpin(%v, %v): min+random must be positive, or waiters would flood the store", c.spinMin, c.spinRandom)
 	}
 	if c.fair && c.fairPatience < minFairPatience {
 		bad("WithFairPatience(%v): the patience must be at least %v", c.fairPatience, minFairPatience)
