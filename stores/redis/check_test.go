@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -9,6 +10,25 @@ import (
 	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/lockstore"
 	redisstore "github.com/reqlock/reqlock/stores/redis"
+)
+
+// The capabilities each store offers (see the package documentation).
+var (
+	_ lockstore.Queuer       = (*redisstore.Store)(nil)
+	_ lockstore.Notifier     = (*redisstore.Store)(nil)
+	_ lockstore.FenceRaiser  = (*redisstore.Store)(nil)
+	_ lockstore.Undoer       = (*redisstore.Store)(nil)
+	_ lockstore.FreeAcquirer = (*redisstore.Store)(nil)
+	_ lockstore.Tuner        = (*redisstore.Store)(nil)
+	_ lockstore.Checker      = (*redisstore.Store)(nil)
+	_ io.Closer              = (*redisstore.Store)(nil)
+
+	_ lockstore.Store    = (*redisstore.Redlock)(nil)
+	_ lockstore.Notifier = (*redisstore.Redlock)(nil)
+	_ lockstore.Undoer   = (*redisstore.Redlock)(nil)
+	_ lockstore.Tuner    = (*redisstore.Redlock)(nil)
+	_ lockstore.Checker  = (*redisstore.Redlock)(nil)
+	_ io.Closer          = (*redisstore.Redlock)(nil)
 )
 
 // TestCheck: what a store cannot serve is an invalid option of the Locker
