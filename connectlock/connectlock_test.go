@@ -123,7 +123,7 @@ func TestUnaryCodes(t *testing.T) {
 		t.Fatalf("the error handler got %v", custom)
 	}
 	if route.Last() != "/reqlock.connectlock.testsvc.Test/Do" {
-		t.Fatalf("Request.Route = %q", route.Last())
+		t.Fatalf("AcquireCall.Route = %q", route.Last())
 	}
 }
 

@@ -4,7 +4,7 @@ import "context"
 
 // This file holds what a request's context carries for the lock engine: the
 // leases it holds (for reentrancy and for handlers to find them) and a route
-// label for telemetry. The per-request TTL is in ttl.go.
+// label for telemetry. The per-request TTL and wait are in call.go.
 
 type leaseKey struct{}
 
@@ -17,7 +17,7 @@ type leaseNode struct {
 // ContextWithLease returns a copy of ctx that carries lease, on top of the
 // leases ctx already carries. Adapters call it so that the handler finds the
 // lease with LeaseFromContext, and so that Acquire on that context for the
-// same name is reentrant: it returns a nested lease without a Redis call (see
+// same name is reentrant: it returns a nested lease without a store call (see
 // Locker.Acquire). A nil lease returns ctx unchanged.
 func ContextWithLease(ctx context.Context, lease *Lease) context.Context {
 	if lease == nil {
@@ -54,7 +54,7 @@ type routeKey struct{}
 // ContextWithRoute returns a copy of ctx labelled with route: a
 // low-cardinality description of where locks taken with it come from, such as
 // a route template ("/orders/:id") or a gRPC method ("/orders.v1.Orders/Pay"),
-// never a raw lock name. Acquire copies it into Request.Route for telemetry
+// never a raw lock name. Acquire copies it into AcquireCall.Route for telemetry
 // handlers. The adapters set it.
 func ContextWithRoute(ctx context.Context, route string) context.Context {
 	return context.WithValue(ctx, routeKey{}, route)

@@ -12,7 +12,7 @@ import (
 func TestReentrantAcquireThroughContext(t *testing.T) {
 	leakCheck(t)
 	calls := 0
-	counting := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+	counting := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 		calls++
 		_, err := next(ctx, req)
 		return err
@@ -135,7 +135,7 @@ func TestLeaseFromContextEmpty(t *testing.T) {
 func TestRouteReachesHandlers(t *testing.T) {
 	leakCheck(t)
 	var seen string
-	h := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+	h := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 		seen = req.Route
 		_, err := next(ctx, req)
 		return err
@@ -151,7 +151,7 @@ func TestRouteReachesHandlers(t *testing.T) {
 	}
 	defer lease.Release(ctx)
 	if seen != "/orders/:id" {
-		t.Fatalf("Request.Route = %q", seen)
+		t.Fatalf("AcquireCall.Route = %q", seen)
 	}
 }
 

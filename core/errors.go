@@ -1,6 +1,10 @@
 package core
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/reqlock/reqlock/lockstore"
+)
 
 // Sentinel errors. Acquire and Release wrap them with details; test for them
 // with errors.Is. The kinds never overlap: a storage failure is never reported
@@ -17,8 +21,8 @@ var (
 	// someone else (whose key was left untouched).
 	ErrNotHeld = errors.New("reqlock: lease not held")
 
-	// ErrStorage marks a failure to talk to Redis (refused connection, I/O
-	// timeout, a server error). The underlying error is wrapped too, so
+	// ErrStorage marks a failure to talk to the store (refused connection,
+	// I/O timeout, a server error). The underlying error is wrapped too, so
 	// errors.Is and errors.As reach it. Adapters answer it with "unavailable"
 	// (HTTP 503, gRPC Unavailable).
 	ErrStorage = errors.New("reqlock: storage error")
@@ -27,7 +31,9 @@ var (
 	ErrInvalidName = errors.New("reqlock: invalid lock name")
 
 	// ErrInvalidOption means a Locker option, or a per-request TTL set with
-	// ContextWithTTL, is out of range. A Locker built with invalid options
-	// reports it from Err and from every Acquire, without touching Redis.
-	ErrInvalidOption = errors.New("reqlock: invalid option")
+	// ContextWithTTL, is out of range, or the store cannot serve it. A
+	// Locker built with invalid options reports it from Err and from every
+	// Acquire, without touching the store. It is lockstore.ErrInvalidOption,
+	// which stores wrap.
+	ErrInvalidOption = lockstore.ErrInvalidOption
 )

@@ -57,7 +57,7 @@ func ExampleHandlerFuncs() {
 	defer client.Close()
 
 	logging := core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+		OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 			_, err := next(ctx, req)
 			fmt.Printf("acquire %s: attempts=%d err=%v\n", req.Name, req.Attempts, err)
 			return err

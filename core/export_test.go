@@ -7,8 +7,8 @@ import (
 
 // Handoff passes l on as the local queue does at a release: l's holder
 // offers it, and the holder of req takes it over (see handoff). Tests use it
-// to drive a hand-over without a queue.
-func (l *Lease) Handoff(ctx context.Context, req *Request) (*Lease, error) {
+// to drive a hand-off without a queue.
+func (l *Lease) Handoff(ctx context.Context, req *AcquireCall) (*Lease, error) {
 	if l == nil || l.parent != nil {
 		return nil, fmt.Errorf("%w: handoff of a nil or nested lease", ErrNotHeld)
 	}

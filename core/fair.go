@@ -17,43 +17,23 @@ import (
 const DefaultFairPatience = time.Second
 
 // WithFair makes waiters queue in the store in arrival order, and makes a
-// release grant the lock to the first waiter directly, instead of a race of
-// spinning waiters that any of them may win (and that a process which just
-// released often wins again). It needs a store that keeps queues (Queuer):
-// the Redis store does; a Redlock quorum does not, and NewRedlock reports
-// WithFair as an invalid option.
+// release grant the lock to the first live waiter directly, instead of a
+// race of spinning waiters that any of them may win (and that a process
+// which just released often wins again). It needs a store that keeps queues
+// (Queuer); on any other store, WithFair is an invalid option.
 //
-// The Redis store queues a waiter whose attempt finds the name held in the
-// same round trip as that attempt (a sorted set and a hash next to the lock,
-// in its hash slot). A release grants the lock to the first live waiter in
-// the release script (the key is set to the waiter's token, with a fence
-// drawn if the waiter asked for one) and tells it by pub/sub. The message
-// is a hint: the waiter's process polls at once, and the lease is dated
-// from that poll's answer, which says whether the store holds the name for
-// it and for how long. A message heard late (after the grant expired and
-// the name passed to the next waiter) gives no lease, and a lease is never
-// valid from before its grant. A hand-over between processes costs the
-// releaser's one round trip and the new holder's one. A waiter that misses
-// the message learns of its grant at its next poll.
-//
-// A Locker polls the store every third of the patience (WithFairPatience,
-// default 1 s) for all its waiters of a name, in one round trip, which
-// keeps their places alive: a waiter that stops polling (its process died,
-// or stalls) is skipped once its patience has passed, so a dead waiter
-// delays those behind it by about its patience. A lock granted
-// to a waiter is set for at most its patience at first, so that a lock
-// granted to a waiter that died is freed by the same bound, not by its TTL;
-// a live waiter extends it to its TTL when it holds it that long (at a third
-// of the patience, one round trip, in the background). A waiter that gives
-// up (wait budget, context) leaves the queue in one round trip; a grant that
-// reached it meanwhile passes on to the next waiter.
-//
-// The uncontended path is unchanged: one round trip to acquire, one to
-// release. With a LocalQueue (hotspot.Guard) only a process's local turn
-// holder queues in the store, so a process has at most one entry per name,
-// and its cohort hand-overs stay bounded by the Guard's WithHandoff.
-// Lockers that share names should all use WithFair: a Locker without it
-// takes a free name without looking at the queue.
+// A grant heard by push is a hint, confirmed by a poll at once, and the
+// lease is dated from the poll's answer; a waiter that misses it learns of
+// its grant at its next poll. A Locker polls every third of the patience
+// (WithFairPatience) for all its waiters of a name, in one round trip,
+// which keeps their places alive: a waiter that stops polling is skipped
+// once its patience has passed, and a lock granted to it is set for at most
+// its patience at first, then extended to its TTL when it holds it that
+// long. A waiter that gives up leaves the queue, passing on a grant that
+// reached it. The uncontended path is unchanged, and with a LocalQueue
+// (hotspot.Guard) only a process's local turn holder queues in the store.
+// Lockers that share names should all use WithFair: one without it takes a
+// free name without looking at the queue.
 func WithFair() Option {
 	return func(c *config) { c.fair = true }
 }
@@ -80,7 +60,7 @@ const minFairPatience = 30 * time.Millisecond
 // waitInLine is spin for WithFair: queue in the store, wait for a grant
 // (heard by pub/sub and confirmed by a poll, or found by the periodic poll
 // of the Locker's waiters of the key), give up at the deadline.
-func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
+func (l *Locker) waitInLine(ctx context.Context, req *AcquireCall) (*Lease, error) {
 	// One token for the whole wait: it is the waiter's place in the queue.
 	// It is never used again after a failed call, whose clean-up the store
 	// may still be running in the background.
@@ -161,7 +141,7 @@ func (l *Locker) waitInLine(ctx context.Context, req *Request) (*Lease, error) {
 // queue of req's name: the waiter gives up. A grant that reached it
 // meanwhile is passed on by the store. It is bounded by the I/O timeout; a
 // Dequeue that fails is finished by dropPlace.
-func (l *Locker) leaveLine(ctx context.Context, req *Request, token string, patience time.Duration) {
+func (l *Locker) leaveLine(ctx context.Context, req *AcquireCall, token string, patience time.Duration) {
 	ioCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ioTimeout)
 	defer cancel()
 	if l.queuer.Dequeue(ioCtx, req.Key, token) != nil {
@@ -396,9 +376,9 @@ func (w *inLine) answer(p polled) {
 // poll sent at sent, or granted by a release. A grant may be set for less
 // than req.TTL (the waiter's patience): the lease then extends it to req.TTL
 // in the background, on the watchdog's schedule, once.
-func (l *Locker) grantedLease(req *Request, token string, g Grant, sent time.Time) *Lease {
+func (l *Locker) grantedLease(req *AcquireCall, token string, g Grant, sent time.Time) *Lease {
 	// g.TTL is what the store had left for the key. Less than a
-	// millisecond left reads as 0 (Redis's PTTL): the lease is then born
+	// millisecond left reads as 0 (a store counting ms): the lease is then born
 	// lost, never given a full TTL the store does not hold for it.
 	ttl := min(max(g.TTL, time.Millisecond), req.TTL)
 	return l.shortLease(req.Name, req.Key, token, g.Fence, ttl, validity(sent, ttl), req.TTL)
@@ -432,9 +412,6 @@ func (l *Locker) shortLease(name, key, token string, fence int64, ttl time.Durat
 func checkFair(s Store) error {
 	if _, ok := s.(Queuer); ok {
 		return nil
-	}
-	if _, ok := s.(*redlockStore); ok {
-		return fmt.Errorf("%w: WithFair: a Redlock quorum keeps no queue: each node would order its waiters apart, and no grant would hold a quorum", ErrInvalidOption)
 	}
 	return fmt.Errorf("%w: WithFair: the store (%T) keeps no queue (core.Queuer)", ErrInvalidOption, s)
 }

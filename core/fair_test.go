@@ -337,7 +337,7 @@ func fairContend(t *testing.T, ls []*core.Locker, name string, client redis.Cmda
 }
 
 // TestFairWithEverything: fair Lockers with the watchdog, fencing,
-// wake-ups, a short TTL and the hotspot Guard with hand-overs, against
+// wake-ups, a short TTL and the hotspot Guard with hand-offs, against
 // plain fair Lockers.
 func TestFairWithEverything(t *testing.T) {
 	leakCheck(t)
@@ -399,12 +399,12 @@ func (t *patientTurn) Pass(lease *core.Lease) bool {
 // (hotspot Guard) as it is, without a synchronous extend, and is extended
 // to the TTL in the background.
 //
-// The hand-over's round trips are those of the release and of the second
+// The hand-off's round trips are those of the release and of the second
 // acquire, counted on their contexts: the first lease's watchdog may extend
 // the grant in the background meanwhile. A patience of 15 s leaves the
-// hand-over over 4.8 s after the grant: the lock lasts the patience from
+// hand-off over 4.8 s after the grant: the lock lasts the patience from
 // the poll before the grant (at most a third of the patience earlier), and
-// is handed over as it is while a third of it is left.
+// is handed off as it is while a third of it is left.
 func TestFairGrantHandedOverLocallyCostsNoRoundTrip(t *testing.T) {
 	name := uniq(t)
 	ctx := context.Background()
@@ -459,7 +459,7 @@ func TestFairGrantHandedOverLocallyCostsNoRoundTrip(t *testing.T) {
 		t.Fatalf("the local hand-over of a granted lock made %d round trips, want 0", n)
 	}
 	// The watchdog extends the grant to the TTL a third of the patience
-	// after the command that set it (or had before the hand-over).
+	// after the command that set it (or had before the hand-off).
 	key, _ := holder.locker.Key(name)
 	for deadline := time.Now().Add(30 * time.Second); holder.client.PTTL(ctx, key).Val() <= patience; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) || l2.Lost() {

@@ -49,8 +49,8 @@ func TestFencesIncreaseAcrossLockersAndClientRestarts(t *testing.T) {
 }
 
 // TestFenceOfNestedAndHandedOffLeases: a nested lease shares its outer
-// lease's fence; a hand-over draws a higher one in its one round trip (the
-// round trips of the hand-over are counted on its own context, not those
+// lease's fence; a hand-off draws a higher one in its one round trip (the
+// round trips of the hand-off are counted on its own context, not those
 // of the watchdogs renewing meanwhile); the new holder's watchdog keeps the
 // lock past its TTL. A TTL of 3 s renewed every 500 ms gives each renewal
 // about 2 s to succeed.
@@ -211,7 +211,7 @@ func TestFencesIncreaseAcrossFlushallAndRestart(t *testing.T) {
 
 // TestFenceCounterExpiresAfterTheLock: a name's fence counter does not
 // outlive the name's use by more than a few seconds: every fenced acquire,
-// hand-over and Redlock write-back gives it the lock's TTL and 5 s more.
+// hand-off and Redlock write-back gives it the lock's TTL and 5 s more.
 // The two PTTLs are read at one instant (MULTI); the locks live 10 s and
 // more, so that they are read before they expire on a loaded machine.
 func TestFenceCounterExpiresAfterTheLock(t *testing.T) {

@@ -18,13 +18,13 @@ import (
 // the new lease's watchdog extends it in the background. Otherwise handoff
 // resets the lock's lifetime to ttl with one compare-and-extend. With WithFencing it always makes that
 // round trip, whose script also draws the new lease's own, higher fencing
-// token: the holders that follow each other through a hand-over are fenced
+// token: the holders that follow each other through a hand-off are fenced
 // from each other like any two holders. With WithWatchdog the new lease is
 // renewed by a watchdog of its own. l is handed off: its Done closes, its
 // watchdog stops, and later calls of Extend on it touch nothing in the store.
 //
 // handoff fails with an error wrapping ErrNotHeld when l can no longer be
-// handed over: not passing (released, lost, handed off already), or found
+// handed off: not passing (released, lost, handed off already), or found
 // gone by the extend. Whenever it fails, it deletes the key where it still
 // holds the token, so that no lock is left without a holder.
 func (l *Lease) handoff(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
@@ -83,7 +83,7 @@ func (l *Lease) handoff(ctx context.Context, name string, ttl time.Duration) (*L
 	cancel()
 	if err != nil || !ok {
 		// l is ended and no lease takes the hold: whatever is left of it (a
-		// storage error or a cancellation may hide a hold; with Redlock, a
+		// storage error or a cancellation may hide a hold; with a quorum store, a
 		// minority of nodes may hold the key after a quorum was missed)
 		// would otherwise stay locked without a holder until its TTL ends.
 		// Compare-and-delete only ever deletes our own token.

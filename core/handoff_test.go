@@ -16,9 +16,9 @@ import (
 	"github.com/reqlock/reqlock/internal/redistest"
 )
 
-// request builds the Request a waiter for lease's name would pass to Handoff.
-func request(lease *core.Lease, ttl time.Duration) *core.Request {
-	return &core.Request{Name: lease.Name(), Key: lease.Key(), TTL: ttl, Start: time.Now()}
+// request builds the AcquireCall a waiter for lease's name would pass to Handoff.
+func request(lease *core.Lease, ttl time.Duration) *core.AcquireCall {
+	return &core.AcquireCall{Name: lease.Name(), Key: lease.Key(), TTL: ttl, Start: time.Now()}
 }
 
 func TestHandoffKeepsTheHoldWithoutRoundTrip(t *testing.T) {
@@ -72,8 +72,8 @@ func TestHandoffKeepsTheHoldWithoutRoundTrip(t *testing.T) {
 }
 
 // TestHandoffRefreshesAShortRemainder: a lock with less than two thirds of
-// the TTL the next holder asks for left is handed over with one
-// compare-and-extend to that TTL. The lock is taken for 6 s and handed over
+// the TTL the next holder asks for left is handed off with one
+// compare-and-extend to that TTL. The lock is taken for 6 s and handed off
 // for 30 s: its remainder is short of 20 s from the start, without a sleep
 // that a loaded machine could stretch past the lock's expiry.
 func TestHandoffRefreshesAShortRemainder(t *testing.T) {
@@ -154,7 +154,7 @@ func TestHandoffRejectsBadRequests(t *testing.T) {
 	lease := hold(t, e, uniq(t))
 	other := request(lease, time.Second)
 	other.Key += "x"
-	for _, req := range []*core.Request{nil, other, request(lease, 0), request(lease, core.MaxTTL+time.Hour)} {
+	for _, req := range []*core.AcquireCall{nil, other, request(lease, 0), request(lease, core.MaxTTL+time.Hour)} {
 		if _, err := lease.Handoff(ctx, req); !errors.Is(err, core.ErrInvalidOption) {
 			t.Fatalf("Handoff(%+v) = %v, want ErrInvalidOption", req, err)
 		}
@@ -263,7 +263,7 @@ func TestHandoffThroughTheLocalQueue(t *testing.T) {
 }
 
 // TestHandoffOfARedlockLockWithoutAQuorumDeletesWhatIsLeft: the key is gone
-// from 3 of 5 nodes, so the handoff's extend finds no quorum and fails with
+// from 3 of 5 nodes, so the hand-off's extend finds no quorum and fails with
 // ErrNotHeld; the 2 nodes that still hold the token must not keep it for a
 // whole TTL, as nobody owns it any more.
 func TestHandoffOfARedlockLockWithoutAQuorumDeletesWhatIsLeft(t *testing.T) {
@@ -314,7 +314,7 @@ func (f *failNext) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return next
 }
 
-// TestHandoffUndoesTheHoldWhenItsExtendFails: the handoff's extend fails on
+// TestHandoffUndoesTheHoldWhenItsExtendFails: the hand-off's extend fails on
 // Redis, or its context is cancelled during the call. The old lease is
 // ended and no new one takes the hold, so Handoff must delete the key
 // rather than leave the name locked with no holder until its TTL ends.
@@ -329,7 +329,7 @@ func TestHandoffUndoesTheHoldWhenItsExtendFails(t *testing.T) {
 		{"context cancelled", true, context.Canceled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, nil, core.WithTTL(time.Minute), core.WithFencing()) // fencing: the handoff always extends
+			e := newEnv(t, nil, core.WithTTL(time.Minute), core.WithFencing()) // fencing: the hand-off always extends
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			hook := &failNext{fail: func(context.Context) error {

@@ -7,14 +7,14 @@ import (
 	"strings"
 )
 
-// MaxNameLen is the longest lock name used verbatim in a Redis key. Longer
+// MaxNameLen is the longest lock name used verbatim in a store key. Longer
 // names are replaced by "sha256:" and the hex SHA-256 of the name, so that a
 // key never grows with its input.
 const MaxNameLen = 128
 
 const hashedMark = "sha256:"
 
-// Key returns the Redis key that guards name: the Locker's prefix followed by
+// Key returns the store key that guards name: the Locker's prefix followed by
 // the name inside a cluster hash tag, as in "reqlock:{order:42}". Every
 // companion key of a lock is built by appending to it, so all of them share
 // the hash tag and live in one cluster slot.

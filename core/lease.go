@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/reqlock/reqlock/internal/drift"
 )
 
 // Lease is a lock held in a Store. Release it when the critical section
@@ -78,7 +80,7 @@ const (
 
 // newLease builds a lease that owns a hold of key with token in the store,
 // valid until validUntil, and starts its watchdog (WithWatchdog). Every such
-// lease is made here: by Acquire, and by a hand-over for the next holder.
+// lease is made here: by Acquire, and by a hand-off for the next holder.
 func (l *Locker) newLease(name, key, token string, fence int64, ttl time.Duration, validUntil time.Time) *Lease {
 	lease := &Lease{
 		locker:     l,
@@ -165,16 +167,15 @@ func (l *Lease) endPass() {
 }
 
 // validity is when a lock given ttl by a command sent at sent is to be taken
-// as gone: the TTL counts from before the command reached the store, less a margin
-// for clock drift between this process and the server (1% of the TTL plus
-// 2 ms, as in Redlock), so that Done closes before the store frees the key.
+// as gone (see internal/drift), so that Done closes before the store frees
+// the key.
 func validity(sent time.Time, ttl time.Duration) time.Time {
-	return sent.Add(validFor(ttl))
+	return drift.Validity(sent, ttl)
 }
 
 // validFor is how long a lock given ttl is valid after its command was sent.
 func validFor(ttl time.Duration) time.Duration {
-	return ttl - ttl/100 - 2*time.Millisecond
+	return drift.ValidFor(ttl)
 }
 
 // Name returns the lock name given to Acquire.
@@ -191,9 +192,9 @@ func (l *Lease) Token() string { return l.token }
 // Fence returns the lease's fencing token (WithFencing), or 0 where fencing
 // is off. Tokens are strictly increasing per name: a lease acquired after
 // another one of the same name (or handed the hold locally) has a higher
-// token, in any process, also across Redis restarts and failovers as long
-// as the server's clock does not go back (see WithFencing). They are not
-// consecutive. A nested lease has its outermost lease's token.
+// token, in any process, also across restarts and failovers of the store
+// within the limits its documentation states (see WithFencing). They are
+// not consecutive. A nested lease has its outermost lease's token.
 //
 // Pass the token with every write made under the lease to a store that
 // keeps, per resource, the highest token it has accepted and rejects writes
@@ -289,7 +290,7 @@ func (l *Lease) closeDoneLocked() {
 }
 
 // Lost reports whether the lease lost its lock before it was released or
-// handed over: the watchdog gave up renewing it, Extend found the key gone,
+// handed off: the watchdog gave up renewing it, Extend found the key gone,
 // or its validity (ValidUntil) passed, which it reads from the clock (see
 // Done). Done is closed then. A nested lease reports its outermost lease's
 // state.
@@ -309,11 +310,10 @@ var errReleasePanicked = errors.New("reqlock: release: the handler chain panicke
 
 // Release deletes the lock if this lease still holds it, through the
 // Handlers; or, with a local queue (WithLocalQueue) that has a waiter for the
-// name, hands the lock over to it without a store call. It never deletes a
+// name, hands the lock off to it without a store call. It never deletes a
 // key that another holder has taken since: it returns an error wrapping
 // ErrNotHeld when the lock had expired, or ErrStorage when the store failed:
-// a store that is an Undoer (Redis, Redlock, rueidis, memcached, SQL) then
-// keeps trying to delete it in the background, so that the name is free
+// a store that is an Undoer (most are) then keeps trying to delete it in the background, so that the name is free
 // as soon as the store or the link heals; with the others, the lock
 // expires on its TTL.
 //
@@ -323,8 +323,8 @@ var errReleasePanicked = errors.New("reqlock: release: the handler chain panicke
 // still frees the name. Release is idempotent: the Handlers run once, and
 // later calls return the first call's result.
 //
-// With a client that retries failed commands (go-redis's MaxRetries), a
-// release whose reply was lost may be sent again and report ErrNotHeld
+// With a store client that retries failed commands (go-redis's MaxRetries),
+// a release whose reply was lost may be sent again and report ErrNotHeld
 // although its first transmission deleted the key; either way the key is no
 // longer this lease's.
 //

@@ -6,27 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	mrand "math/rand/v2"
 	"os"
 	"reflect"
-	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// Locker acquires named locks in a Store. It is safe for concurrent use;
-// build one per process and share it. Close it when done.
-//
 // One Acquire goes through this file from top to bottom: Acquire checks its
 // arguments, resolves TTL and wait (resolve, in call.go), runs the Handlers
 // (chain), whose innermost link takes the local turn (LocalQueue) and then
-// the lock (take: a hand-over from the previous local holder, or spin
+// the lock (take: a hand-off from the previous local holder, or spin
 // against the Store), and tells the Observers. Lease.Release (lease.go) goes
-// back the same way: Handlers, then unlock (a local hand-over, or the
+// back the same way: Handlers, then unlock (a local hand-off, or the
 // Store's compare-and-delete, then the end of the local turn), then the
 // Observers.
+
+// Locker acquires named locks in a Store. It is safe for concurrent use;
+// build one per process and share it, and Close it when done.
 type Locker struct {
 	cfg    config
 	err    error
@@ -40,27 +36,8 @@ type Locker struct {
 	rounder TTLRounder
 	// acquire and release are the Handler chain around take and unlock,
 	// composed once when the Locker is built.
-	acquire func(context.Context, *Request) error
+	acquire func(context.Context, *AcquireCall) error
 	release ReleaseFunc
-}
-
-// New returns a Locker that keeps its locks in the Redis deployment behind
-// client: a *redis.Client, a Sentinel failover client
-// (redis.NewFailoverClient) or a *redis.ClusterClient (see NewRedisStore). It
-// is NewWithStore(NewRedisStore(client), opts...), and its Close also closes
-// that store (not the client).
-//
-// New does no I/O and never panics. Invalid options (a negative wait, a TTL
-// under 1 ms, a nil client...) are reported by Err and by every Acquire, as
-// errors wrapping ErrInvalidOption; check Err once at start-up. A client
-// without ContextTimeoutEnabled gets a warning in the default slog logger:
-// the I/O timeout cannot cut its blocked reads.
-func New(client redis.UniversalClient, opts ...Option) *Locker {
-	var err error
-	if client == nil || isNilPointer(client) {
-		err = fmt.Errorf("%w: New: the Redis client is nil", ErrInvalidOption)
-	}
-	return newLocker(NewRedisStore(client), true, err, []redis.UniversalClient{client}, opts)
 }
 
 // NewWithStore returns a Locker that keeps its locks in s. The Locker does
@@ -72,18 +49,12 @@ func NewWithStore(s Store, opts ...Option) *Locker {
 	if s == nil || isNilPointer(s) {
 		err = fmt.Errorf("%w: NewWithStore: the store is nil", ErrInvalidOption)
 	}
-	return newLocker(s, false, err, nil, opts)
+	return newLocker(s, false, err, opts)
 }
 
-// Tune takes the settings of the Locker built on the store (Tuner).
-func (s *redisStore) Tune(st StoreSettings) {
-	s.setLinger(st.NotifyLinger)
-	s.ioTimeout.Store(int64(st.IOTimeout))
-}
-
-// newLocker builds a Locker on s; err reports bad arguments, clients are
-// checked for ContextTimeoutEnabled.
-func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, opts []Option) *Locker {
+// newLocker builds a Locker on s; err reports bad arguments, and owned says
+// that the Locker's Close closes s.
+func newLocker(s Store, owned bool, err error, opts []Option) *Locker {
 	cfg := defaultConfig()
 	for i, opt := range opts {
 		if opt == nil {
@@ -93,8 +64,9 @@ func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, 
 		opt(&cfg)
 	}
 	err = errors.Join(err, cfg.validate())
-	if r, ok := s.(*redlockStore); ok && err == nil {
-		err = r.check(&cfg)
+	settings := StoreSettings{IOTimeout: cfg.ioTimeout, NotifyLinger: cfg.notifyLinger, Fencing: cfg.fencing, Fair: cfg.fair}
+	if c, ok := s.(Checker); ok && err == nil {
+		err = c.Check(settings)
 	}
 	if cfg.fair && err == nil {
 		err = checkFair(s)
@@ -104,7 +76,7 @@ func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, 
 		return l
 	}
 	if t, ok := s.(Tuner); ok {
-		t.Tune(StoreSettings{IOTimeout: cfg.ioTimeout, NotifyLinger: cfg.notifyLinger})
+		t.Tune(settings)
 	}
 	if cfg.fair {
 		l.queuer = s.(Queuer)
@@ -116,41 +88,15 @@ func newLocker(s Store, owned bool, err error, clients []redis.UniversalClient, 
 		n.Announce()
 		l.notify = n
 	}
-	warnContextTimeout(clients)
 	l.acquire, l.release = chain(cfg.handlers, l.take, l.unlock)
 	return l
 }
 
-// warnContextTimeout logs a warning for each client whose reads a context
-// deadline does not cut.
-func warnContextTimeout(clients []redis.UniversalClient) {
-	for i, c := range clients {
-		var enabled bool
-		switch c := c.(type) {
-		case *redis.Client:
-			enabled = c.Options().ContextTimeoutEnabled
-		case *redis.ClusterClient:
-			enabled = c.Options().ContextTimeoutEnabled
-		case *redis.Ring:
-			enabled = c.Options().ContextTimeoutEnabled
-		default:
-			continue
-		}
-		if !enabled {
-			slog.Warn("reqlock: the Redis client has ContextTimeoutEnabled off: the Locker's I/O timeout cannot cut a blocked read, the client's ReadTimeout bounds it instead; set ContextTimeoutEnabled: true in its options",
-				"client", i)
-		}
-	}
-}
-
-// Close ends what the Locker runs in the background. A Locker built by New or
-// NewRedlock also closes its store: the shared subscription of WithNotify;
-// the clean-ups of failed attempts, which may be retrying for as long as a
-// stalled server does not answer, are stopped (within the I/O timeout; a key
-// they could not remove yet expires with its TTL); with NewRedlock, the
-// calls of nodes that had not answered when an operation's outcome was
-// known end within their deadline. Close waits for these goroutines. It
-// neither releases nor ends leases. Close is idempotent and returns nil.
+// Close ends what the Locker runs in the background. A Locker built by New
+// or NewRedlock also closes its store, which ends its subscriptions and the
+// clean-ups of failed calls (keys they could not remove yet expire with
+// their TTL) and waits for them. Close neither releases nor ends leases; it
+// is idempotent and returns nil.
 func (l *Locker) Close() error {
 	if c, ok := l.store.(io.Closer); ok && l.owned {
 		return c.Close()
@@ -158,8 +104,9 @@ func (l *Locker) Close() error {
 	return nil
 }
 
-// isNilPointer reports a typed nil, such as a (*redis.Client)(nil), which
-// would otherwise pass the nil check and panic at the first Acquire.
+// isNilPointer reports a typed nil, such as a (*redis.Client)(nil) or a nil
+// store pointer, which would otherwise pass the nil check and panic at the
+// first Acquire.
 func isNilPointer(v any) bool {
 	rv := reflect.ValueOf(v)
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
@@ -223,7 +170,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...CallOption) (
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	req := &Request{Name: name, Key: key, Route: route, TTL: ttl, Start: now, Deadline: deadline}
+	req := &AcquireCall{Name: name, Key: key, Route: route, TTL: ttl, Start: now, Deadline: deadline}
 	l.observeStart(ctx, req)
 	panicked := true
 	defer func() {
@@ -253,7 +200,7 @@ var errAcquirePanicked = errors.New("reqlock: acquire: the handler chain panicke
 // Acquire: a lock that the chain took before the panic has no holder, so it
 // is released (in the store and in the local queue), and the Observers see
 // the acquire fail with OutcomeError. The panic then goes on.
-func (l *Locker) acquirePanicked(ctx context.Context, req *Request) {
+func (l *Locker) acquirePanicked(ctx context.Context, req *AcquireCall) {
 	if lease := req.lease; lease != nil {
 		func() {
 			defer func() { _ = recover() }() // the Handler may panic again: the first panic goes on
@@ -264,7 +211,7 @@ func (l *Locker) acquirePanicked(ctx context.Context, req *Request) {
 }
 
 // observeStart tells the StartObservers that an Acquire begins.
-func (l *Locker) observeStart(ctx context.Context, req *Request) {
+func (l *Locker) observeStart(ctx context.Context, req *AcquireCall) {
 	for _, o := range l.cfg.observers {
 		if so, ok := o.(StartObserver); ok {
 			so.ObserveStart(ctx, StartEvent{Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL, Start: req.Start})
@@ -274,7 +221,7 @@ func (l *Locker) observeStart(ctx context.Context, req *Request) {
 
 // observeAcquire tells the Observers how an Acquire ended, and keeps the
 // LeaseObservers they return on the lease.
-func (l *Locker) observeAcquire(ctx context.Context, req *Request, lease *Lease, err error) {
+func (l *Locker) observeAcquire(ctx context.Context, req *AcquireCall, lease *Lease, err error) {
 	if len(l.cfg.observers) == 0 {
 		return
 	}
@@ -293,10 +240,10 @@ func (l *Locker) observeAcquire(ctx context.Context, req *Request, lease *Lease,
 
 // chain composes the Handlers around take and unlock once, when the Locker
 // is built, so that a call allocates no closures. It holds the Handlers'
-// contract: a Request is acquired once, and a lease is released in the
+// contract: an AcquireCall is acquired once, and a lease is released in the
 // store whether or not a Handler calls next.
-func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(context.Context, *Request) error, ReleaseFunc) {
-	acquire := func(ctx context.Context, req *Request) (*Lease, error) {
+func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(context.Context, *AcquireCall) error, ReleaseFunc) {
+	acquire := func(ctx context.Context, req *AcquireCall) (*Lease, error) {
 		if req.nexted {
 			return nil, errors.New("reqlock: a Handler called next twice")
 		}
@@ -308,7 +255,7 @@ func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(conte
 	release := unlock
 	for i := len(handlers) - 1; i >= 0; i-- {
 		h, nextAcquire, nextRelease := handlers[i], acquire, release
-		acquire = func(ctx context.Context, req *Request) (*Lease, error) {
+		acquire = func(ctx context.Context, req *AcquireCall) (*Lease, error) {
 			err := h.Acquire(ctx, req, nextAcquire)
 			return req.lease, err
 		}
@@ -325,16 +272,16 @@ func chain(handlers []Handler, take AcquireFunc, unlock ReleaseFunc) (func(conte
 		}()
 		return outerRelease(ctx, lease)
 	}
-	return func(ctx context.Context, req *Request) error {
+	return func(ctx context.Context, req *AcquireCall) error {
 		_, err := acquire(ctx, req)
 		return err
 	}, release
 }
 
 // take is the innermost acquire link: the local turn (WithLocalQueue), then
-// the lock, handed over by the previous local holder or taken in the store.
-func (l *Locker) take(ctx context.Context, req *Request) (*Lease, error) {
-	ttl, err := checkTTL(req.TTL, "Request.TTL") // a Handler may have changed it
+// the lock, handed off by the previous local holder or taken in the store.
+func (l *Locker) take(ctx context.Context, req *AcquireCall) (*Lease, error) {
+	ttl, err := checkTTL(req.TTL, "AcquireCall.TTL") // a Handler may have changed it
 	if err != nil {
 		return nil, err
 	}
@@ -375,11 +322,11 @@ func (l *Locker) take(ctx context.Context, req *Request) (*Lease, error) {
 	return lease, nil
 }
 
-// takeOver takes the lock of prev, handed over by its holder through the
+// takeOver takes the lock of prev, handed off by its holder through the
 // local queue, for req; nil and no error when prev can no longer be handed
 // over (lost, or another Locker's), in which case the caller acquires in the
 // store.
-func (l *Locker) takeOver(ctx context.Context, req *Request, prev *Lease) (*Lease, error) {
+func (l *Locker) takeOver(ctx context.Context, req *AcquireCall, prev *Lease) (*Lease, error) {
 	if prev.locker != l {
 		// A queue shared by two Lockers passed another Locker's lease: that
 		// Locker's store and settings govern it, so release it there.
@@ -396,7 +343,7 @@ func (l *Locker) takeOver(ctx context.Context, req *Request, prev *Lease) (*Leas
 // spin is the pull-mode loop: try the store; when another holder has the
 // name, sleep a random time (or until a release notice) and try again, until
 // the wait budget runs out.
-func (l *Locker) spin(ctx context.Context, req *Request) (*Lease, error) {
+func (l *Locker) spin(ctx context.Context, req *AcquireCall) (*Lease, error) {
 	if l.queuer != nil {
 		return l.waitInLine(ctx, req)
 	}
@@ -483,7 +430,7 @@ func detach(ctx context.Context) context.Context {
 // tryAcquire is one attempt of spin in the store; first is set for the first
 // attempt of an Acquire, which expects the name to be free (see
 // FreeAcquirer).
-func (l *Locker) tryAcquire(ctx context.Context, req *Request, token string, first bool) (bool, int64, error) {
+func (l *Locker) tryAcquire(ctx context.Context, req *AcquireCall, token string, first bool) (bool, int64, error) {
 	if s, ok := l.store.(FreeAcquirer); ok && first {
 		return s.TryAcquireFree(ctx, req.Key, token, req.TTL, l.cfg.fencing)
 	}
@@ -507,7 +454,7 @@ func callerErr(ctx context.Context) error {
 // timeoutErr returns the error of a wait budget that is spent: the context's
 // error when it was the context's deadline that cut the budget, ErrTimeout
 // (wrapped with the name and the time waited) otherwise.
-func (l *Locker) timeoutErr(ctx context.Context, req *Request) error {
+func (l *Locker) timeoutErr(ctx context.Context, req *AcquireCall) error {
 	if err := callerErr(ctx); err != nil {
 		return err
 	}
@@ -568,7 +515,7 @@ func (l *Locker) unlockStore(ctx context.Context, lease *Lease) error {
 }
 
 // undo removes a lock held for ttl that the Locker holds with no lease to
-// release it (a hand-over that failed, a lease its watchdog gave up), if it
+// release it (a hand-off that failed, a lease its watchdog gave up), if it
 // still holds token: through an Undoer, at once and then in the background
 // until it matters no more; otherwise one compare-and-delete. It is bounded
 // by the I/O timeout.
@@ -594,41 +541,4 @@ func (l *Locker) storageErr(op, name string, err error) error {
 		return fmt.Errorf("%w: %s %q: no reply within the I/O timeout of %v: %w", ErrStorage, op, name, l.cfg.ioTimeout, err)
 	}
 	return fmt.Errorf("%w: %s %q: %w", ErrStorage, op, name, err)
-}
-
-// background runs goroutines that Close waits for. Unlike a sync.WaitGroup,
-// it may start new ones while Close waits (an Acquire racing Close).
-type background struct {
-	mu   sync.Mutex
-	n    int
-	idle *sync.Cond // signalled when n drops to 0
-}
-
-// run runs f on a goroutine of its own.
-func (b *background) run(f func()) {
-	b.mu.Lock()
-	b.n++
-	b.mu.Unlock()
-	go func() {
-		defer func() {
-			b.mu.Lock()
-			if b.n--; b.n == 0 && b.idle != nil {
-				b.idle.Broadcast()
-			}
-			b.mu.Unlock()
-		}()
-		f()
-	}()
-}
-
-// wait blocks until no goroutine started by run is left.
-func (b *background) wait() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.idle == nil {
-		b.idle = sync.NewCond(&b.mu)
-	}
-	for b.n > 0 {
-		b.idle.Wait()
-	}
 }

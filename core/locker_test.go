@@ -240,7 +240,7 @@ func TestContextDeadlineCutsBudget(t *testing.T) {
 	holder := newEnv(t, nil)
 	var budgetEnd time.Time
 	waiter := newEnv(t, nil, core.WithWait(time.Minute), core.WithHandlers(core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+		OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 			budgetEnd = req.Deadline
 			_, err := next(ctx, req)
 			return err
@@ -596,7 +596,7 @@ func (h logHandler) add(s string) {
 	h.mu.Unlock()
 }
 
-func (h logHandler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+func (h logHandler) Acquire(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 	h.add(h.tag + ">acquire")
 	lease, err := next(ctx, req)
 	h.add(fmt.Sprintf("%s<acquire attempts=%d", h.tag, req.Attempts))
@@ -640,7 +640,7 @@ func TestHandlerMayRefuse(t *testing.T) {
 	name := uniq(t)
 	refused := errors.New("refused by policy")
 	e := newEnv(t, nil, core.WithHandlers(core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+		OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 			return refused
 		},
 	}))
@@ -715,7 +715,7 @@ func TestHandlerContractViolations(t *testing.T) {
 	name := uniq(t)
 	both := errors.New("lease and error")
 	e := newEnv(t, nil, core.WithHandlers(core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+		OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 			_, _ = next(ctx, req)
 			return both
 		},
@@ -752,7 +752,7 @@ func TestHandlerSetTTL(t *testing.T) {
 	name := uniq(t)
 	setTTL := func(ttl time.Duration) core.Option {
 		return core.WithHandlers(core.HandlerFuncs{
-			OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+			OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 				req.TTL = ttl
 				_, err := next(ctx, req)
 				return err

@@ -148,3 +148,32 @@ func (c *ctxRoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 		return next(ctx, cmds)
 	}
 }
+
+// redlockEnv is a Redlock Locker on its own clients of the nodes.
+func redlockEnv(t *testing.T, nodes redistest.Nodes, opts ...core.Option) *core.Locker {
+	t.Helper()
+	l := core.NewRedlock(nodes.Clients(t), opts...)
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// valueOn returns the value of key on node s ("" when absent or down).
+func valueOn(s *redistest.Server, key string) string {
+	c := redis.NewClient(s.Options())
+	defer c.Close()
+	return c.Get(context.Background(), key).Val()
+}
+
+// holders counts the running nodes whose key holds token.
+func holders(nodes redistest.Nodes, key, token string) int {
+	n := 0
+	for _, s := range nodes {
+		if s.Running() && valueOn(s, key) == token {
+			n++
+		}
+	}
+	return n
+}

@@ -63,7 +63,7 @@ func BenchmarkWakeUp(b *testing.B) {
 	for _, notify := range []bool{false, true} {
 		v := &variant{name: "spin", failed: make(chan struct{}, 1)}
 		opts := []core.Option{core.WithWait(10 * time.Second), core.WithHandlers(core.HandlerFuncs{
-			OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+			OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 				_, err := next(ctx, req)
 				v.attempts.Add(int64(req.Attempts))
 				return err

@@ -26,7 +26,7 @@ func TestNotifyWakesWaiterOnRelease(t *testing.T) {
 	srv := redistest.Start(t)
 	holder := newEnv(t, srv, core.WithNotify())
 	var attempts atomic.Int64
-	count := core.WithHandlers(core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+	count := core.WithHandlers(core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 		_, err := next(ctx, req)
 		attempts.Store(int64(req.Attempts))
 		return err

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/reqlock/reqlock/lockstore"
 )
 
 // Defaults of a Locker built without options: a lock lives 10 s unless
@@ -15,7 +17,7 @@ const (
 	DefaultWait       = 3 * time.Second
 	DefaultSpinMin    = 10 * time.Millisecond
 	DefaultSpinRandom = 10 * time.Millisecond
-	DefaultIOTimeout  = time.Second
+	DefaultIOTimeout  = lockstore.DefaultIOTimeout
 	DefaultPrefix     = "reqlock:"
 )
 
@@ -75,17 +77,17 @@ func WithWait(wait time.Duration) Option {
 // WithSpin sets the sleep between two attempts: a random duration in
 // [min, min+random), trimmed to what is left of the wait budget and cut short
 // when the context ends. Randomness spreads the retries of competing clients
-// so that they do not hit Redis in step. random may be zero (a fixed sleep);
-// neither may be negative, and min+random must be positive. Default 10 ms, 10 ms.
+// so that they do not hit the store in step. random may be zero (a fixed
+// sleep); neither may be negative, and min+random must be positive. Default
+// 10 ms, 10 ms.
 func WithSpin(min, random time.Duration) Option {
 	return func(c *config) { c.spinMin, c.spinRandom = min, random }
 }
 
-// WithIOTimeout bounds every single Redis call made by the Locker (default
-// 1 s): an attempt that gets no reply in time fails with ErrStorage. It is
-// applied as a context deadline, which go-redis turns into a socket deadline
-// only when the client has ContextTimeoutEnabled set; otherwise the client's
-// own ReadTimeout and WriteTimeout bound the call.
+// WithIOTimeout bounds every single store call made by the Locker (default
+// 1 s): a call that gets no reply in time fails with ErrStorage. It is
+// applied as a context deadline, which a store honours as its client does
+// (see the store's documentation).
 func WithIOTimeout(d time.Duration) Option {
 	return func(c *config) { c.ioTimeout = d }
 }
@@ -155,26 +157,14 @@ func WithObservers(observers ...Observer) Option {
 }
 
 // WithWatchdog makes every lease renew itself while it is held: every third
-// of its TTL (or WithWatchdogInterval) a compare-and-extend script resets the
-// lock's lifetime to the lease's TTL, until Release. If a renewal finds the
-// lock gone, or Redis cannot be reached for long enough that less than one
-// renewal interval of validity is left, the lease is lost: Lease.Done closes,
-// so that the request working under it is cancelled before the lock can
-// expire and pass to someone else. A lease whose holder process freezes
-// (a GC pause, a stopped VM) is not renewed either: pair the watchdog with
-// WithFencing where a stale holder must never write.
-//
-// Each held lease has a goroutine renewing it until Release (or until it is
-// lost or handed off): a lease that is never released is renewed forever,
-// so release every lease, typically with defer.
-//
-// Give the client ContextTimeoutEnabled (redis.Options) and a read timeout
-// well below the TTL. The watchdog gives a lease up on time whatever the
-// client does, but a client without ContextTimeoutEnabled ignores the
-// deadlines of the Locker's calls: a renewal stuck on a partitioned
-// connection then runs until the client's own read timeout (3 s by
-// default), and Release waits up to the I/O timeout for it before sending
-// its command.
+// of its TTL (or WithWatchdogInterval) it extends the lock to the lease's
+// TTL, so that a handler may outlive the TTL. If a renewal finds the lock
+// gone, or the store cannot be reached until less than one renewal interval
+// of validity is left, the lease is lost: Done closes while the lock is
+// still the lease's, so that the request working under it is cancelled
+// before anyone else can take the name. A frozen process renews nothing:
+// pair the watchdog with WithFencing where a stale holder must never write.
+// A lease is renewed until it is released, so release every lease.
 func WithWatchdog() Option {
 	return func(c *config) { c.watchdog = true }
 }
@@ -194,78 +184,36 @@ func WithWatchdogInterval(d time.Duration) Option {
 }
 
 // WithFencing gives every lease a fencing token (Lease.Fence), drawn by the
-// acquire script in the same atomic step: the larger of the name's counter
-// + 1 and the Redis server's clock in microseconds (TIME), written back to
-// the counter, which is kept next to the lock in the key Key(name)+":fence"
-// (same cluster slot). A store that remembers the highest token it has seen
-// for a resource and rejects writes carrying a lower one cannot be corrupted
-// by a holder that lost its lock while paused.
-//
-// Tokens are strictly increasing per name, across processes and client
-// restarts; and, because the server's clock carries on where the counter is
-// lost, across a FLUSHALL, a Redis restart without persistence, an evicted
-// counter, and a failover that lost the latest values of the counter: the
-// next token comes from the clock, above every earlier one. The counter
-// expires 5 s after the lock it was last drawn for (its TTL is the lock's
-// TTL plus 5 s at every fenced acquire and local hand-over; watchdog
-// renewals do not extend it), so that an idle name leaves nothing behind;
-// the next token then comes from the clock too.
-//
-// The remaining limit is the server's clock: tokens drawn from it stay
-// above earlier ones as long as it does not go back. A clock stepped back
-// (by NTP or by hand), or a failover to a replica whose clock is behind the
-// old master's by more than the time since the last token, can repeat
-// tokens; so can two tokens drawn within one microsecond across a restart.
-// Keep the servers' clocks synchronised (NTP slewing, not stepping). With
-// NewRedlock, each node draws from its own clock, and a raised counter
-// expires with the lock too: the nodes' clocks must agree to within the
-// TTL plus 5 s. Memory pressure never repeats a token (an evicted counter
-// is a lost counter), but an evicted lock is a lost lock: run the locks'
-// Redis with maxmemory-policy noeviction.
-//
-// Fencing needs Redis 5.0 or later, whose scripts may read the clock before
-// writing (scripts are replicated by their effects). It replaces the native
-// SET ... NX GET of the attempts after the first by a script, which costs
-// Redis a little more CPU per attempt; round trips are unchanged. Tokens are 64-bit integers of about
-// 1.7e15 (microseconds since 1970): store them in 64-bit columns.
+// store in the same atomic step as the lock: strictly increasing per name,
+// across holders, processes and restarts (Kleppmann's fencing tokens). A
+// resource that remembers the highest token it has accepted and rejects
+// writes with a lower one cannot be corrupted by a holder that lost its lock
+// while paused. How a store draws its tokens, and where they could repeat,
+// is in the store's documentation.
 func WithFencing() Option {
 	return func(c *config) { c.fencing = true }
 }
 
-// WithNotify makes Release publish on the name's channel
-// (Key(name)+":released", inside the release script, so at no extra round
-// trip) and makes waiting Acquires wake on that message or at the end of
-// their random sleep, whichever comes first: a release is then seen in about
+// WithNotify makes Release announce itself to the waiters of the name in
+// every process, and makes a waiting Acquire wake on that notice or at the
+// end of its random sleep, whichever comes first: a release is seen in about
 // one round trip instead of half a sleep. The sleep stays the fallback for a
-// lost message and for locks that end by expiry, which publish nothing.
-//
-// It is the releasing Locker that publishes: give WithNotify to every Locker
-// that locks the same names. The Locker subscribes once per Redis deployment
-// (one connection, started at the first wait): SUBSCRIBE for the names that
-// have waiters, kept for a while after the last one leaves
-// (WithNotifyLinger), so that a hot name does not cost a SUBSCRIBE and an
-// UNSUBSCRIBE per wait and its releases are seen from the first failed
-// attempt on. Close the Locker to end the subscription.
-//
-// It is plain pub/sub, also on Redis Cluster, where each PUBLISH is broadcast
-// to every node over the cluster bus; sharded pub/sub would need one
-// connection per shard and a resubscription at every slot move, for a gain
-// that matters only on clusters with many nodes.
+// lost notice and for locks that expire. It needs a store that pushes
+// (Notifier), and it is the releasing Locker that announces: give WithNotify
+// to every Locker that locks the same names. Close the Locker to end its
+// subscription.
 func WithNotify() Option {
 	return func(c *config) { c.notify = true }
 }
 
 // DefaultNotifyLinger is how long a name stays subscribed after its last
 // waiter left, with WithNotify.
-const DefaultNotifyLinger = 5 * time.Second
+const DefaultNotifyLinger = lockstore.DefaultNotifyLinger
 
-// WithNotifyLinger sets how long, with WithNotify, a name's channel stays
-// subscribed after its last waiter left (default DefaultNotifyLinger; 0
-// unsubscribes at once). A name waited on again within it costs no
-// SUBSCRIBE and misses no release while a SUBSCRIBE is on its way. The
-// subscribed names are those waited on within the linger, so the longer it
-// is, the more channels stay subscribed on a Locker that waits on many
-// names. It must not be negative.
+// WithNotifyLinger sets how long, with WithNotify, a name stays subscribed
+// after its last waiter left (default DefaultNotifyLinger; 0 unsubscribes at
+// once), so that a name waited on again soon costs no new subscription and
+// misses no release meanwhile. It must not be negative.
 func WithNotifyLinger(d time.Duration) Option {
 	return func(c *config) { c.notifyLinger = d }
 }
@@ -291,7 +239,7 @@ func (c *config) validate() error {
 	if c.spinMin < 0 || c.spinRandom < 0 {
 		bad("WithSpin(%v, %v): sleep durations must not be negative", c.spinMin, c.spinRandom)
 	} else if c.spinMin+c.spinRandom <= 0 {
-		bad("WithSpin(%v, %v): min+random must be positive, or waiters would flood Redis", c.spinMin, c.spinRandom)
+		bad("WithSpin(%v, %v): min+random must be positive, or waiters would flood the store", c.spinMin, c.spinRandom)
 	}
 	if c.fair && c.fairPatience < minFairPatience {
 		bad("WithFairPatience(%v): the patience must be at least %v", c.fairPatience, minFairPatience)

@@ -12,7 +12,7 @@ type Outcome uint8
 
 // Outcomes of an acquire.
 const (
-	// OutcomeAcquired: the lock was taken (from the store, or handed over by
+	// OutcomeAcquired: the lock was taken (from the store, or handed off by
 	// the previous holder in this process).
 	OutcomeAcquired Outcome = iota + 1
 	// OutcomeBusy: the wait budget was spent while another holder kept the

@@ -82,7 +82,7 @@ func TestPanicInAcquireAfterNextReleases(t *testing.T) {
 	// With the watchdog, a lock left without a holder would be renewed
 	// forever.
 	e := newEnv(t, nil, core.WithLocalQueue(q), core.WithObservers(obs), core.WithWatchdog(), core.WithHandlers(core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+		OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 			if _, err := next(ctx, req); err != nil {
 				return err
 			}

@@ -14,7 +14,7 @@ import (
 //     to the next without a store round trip;
 //   - Observers (WithObservers; the otel package's Handler and
 //     LogHandler): told of every acquire and of every end of a lease
-//     (released, lost, handed over locally) once it is over, with typed
+//     (released, lost, handed off locally) once it is over, with typed
 //     events;
 //   - Handlers (WithHandlers): users' own middleware around acquire and
 //     release, in the order given, outermost first.
@@ -25,9 +25,9 @@ import (
 //
 //	Handlers → LocalQueue → spin loop → Store   (then every Observer)
 
-// Request describes one Acquire as it travels through the Handlers. Each call
-// gets its own Request.
-type Request struct {
+// AcquireCall describes one Acquire call as it goes through the Handlers.
+// Each call gets its own.
+type AcquireCall struct {
 	// Name is the lock name given to Acquire.
 	Name string
 	// Key is the store key that guards Name (see Locker.Key).
@@ -49,16 +49,21 @@ type Request struct {
 	Attempts int
 
 	// What the innermost link left for Acquire: the lease, the local wait,
-	// whether the lock was handed over.
+	// whether the lock was handed off.
 	lease     *Lease
 	localWait time.Duration
 	handedIn  bool
 	nexted    bool
 }
 
+// Request is the former name of AcquireCall.
+//
+// Deprecated: use AcquireCall.
+type Request = AcquireCall
+
 // AcquireFunc is the rest of the pipeline below a Handler's Acquire. It may
-// be called once per Request.
-type AcquireFunc func(ctx context.Context, req *Request) (*Lease, error)
+// be called once per AcquireCall.
+type AcquireFunc func(ctx context.Context, req *AcquireCall) (*Lease, error)
 
 // ReleaseFunc is the rest of the pipeline below a Handler's Release.
 type ReleaseFunc func(ctx context.Context, lease *Lease) error
@@ -79,19 +84,19 @@ type ReleaseFunc func(ctx context.Context, lease *Lease) error
 // concurrent use. Release runs once per lease, with a context that is not
 // cancelled. Handlers see no reentrant (nested) acquire.
 type Handler interface {
-	Acquire(ctx context.Context, req *Request, next AcquireFunc) error
+	Acquire(ctx context.Context, req *AcquireCall, next AcquireFunc) error
 	Release(ctx context.Context, lease *Lease, next ReleaseFunc) error
 }
 
 // HandlerFuncs builds a Handler from two functions. A nil function passes
 // straight through to next.
 type HandlerFuncs struct {
-	OnAcquire func(ctx context.Context, req *Request, next AcquireFunc) error
+	OnAcquire func(ctx context.Context, req *AcquireCall, next AcquireFunc) error
 	OnRelease func(ctx context.Context, lease *Lease, next ReleaseFunc) error
 }
 
 // Acquire calls OnAcquire, or next when it is nil.
-func (h HandlerFuncs) Acquire(ctx context.Context, req *Request, next AcquireFunc) error {
+func (h HandlerFuncs) Acquire(ctx context.Context, req *AcquireCall, next AcquireFunc) error {
 	if h.OnAcquire == nil {
 		_, err := next(ctx, req)
 		return err
@@ -145,7 +150,7 @@ type StartEvent struct {
 // Observer: whatever it needs at the end (a start time, a span) lives in it.
 type LeaseObserver interface {
 	// ObserveRelease is called once, when Release has ended or the lock was
-	// handed over to the next holder in this process.
+	// handed off to the next holder in this process.
 	ObserveRelease(ctx context.Context, e ReleaseEvent)
 }
 
@@ -157,7 +162,7 @@ type AcquireEvent struct {
 	TTL   time.Duration // the TTL asked for
 	Start time.Time     // when Acquire was called
 	End   time.Time     // when it returned
-	// Attempts is the number of store attempts; 0 for a lock handed over
+	// Attempts is the number of store attempts; 0 for a lock handed off
 	// by the previous holder in this process.
 	Attempts int
 	// LocalWait is the time spent in the local queue before the store.
@@ -178,7 +183,7 @@ type ReleaseEvent struct {
 	// Outcome is OutcomeReleased, OutcomeHandedOff, one of the lost
 	// outcomes (see Outcome.Lost), or OutcomeUnavailable or OutcomeError.
 	Outcome Outcome
-	Err     error // Release's error, nil for a clean release or hand-over
+	Err     error // Release's error, nil for a clean release or hand-off
 }
 
 // LocalQueue serialises the acquires of one process for one name before they
@@ -197,7 +202,7 @@ type LocalQueue interface {
 
 // LocalTurn is one goroutine's turn for a key in a LocalQueue.
 type LocalTurn interface {
-	// Passed returns the lease the previous holder of the turn handed over
+	// Passed returns the lease the previous holder of the turn handed off
 	// (see Pass) instead of releasing it, or nil. The Locker takes the lock
 	// over from it without a store acquire.
 	Passed() *Lease

@@ -18,13 +18,13 @@ import (
 
 // TestCallOptionPrecedence checks the one precedence rule of Locker.Acquire,
 // level by level, by reading the TTL back from Redis and the budget from the
-// Request a Handler sees.
+// AcquireCall a Handler sees.
 func TestCallOptionPrecedence(t *testing.T) {
 	leakCheck(t)
 	var deadline time.Time
 	var start time.Time
 	var route string
-	probe := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+	probe := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 		deadline, start, route = req.Deadline, req.Start, req.Route
 		_, err := next(ctx, req)
 		return err
@@ -142,14 +142,14 @@ func TestHandlerContractByTypes(t *testing.T) {
 	leakCheck(t)
 	ctx := context.Background()
 	skip := newEnv(t, nil, core.WithHandlers(core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error { return nil },
+		OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error { return nil },
 	}))
 	if lease, err := skip.locker.Acquire(ctx, uniq(t)); lease != nil || err == nil {
 		t.Fatalf("a Handler that skipped next: %v, %v; want an error", lease, err)
 	}
 	var second error
 	twice := newEnv(t, nil, core.WithHandlers(core.HandlerFuncs{
-		OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+		OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 			_, err := next(ctx, req)
 			_, second = next(ctx, req)
 			return err

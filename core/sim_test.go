@@ -22,7 +22,7 @@ import (
 
 // TestSimulation is a deterministic simulation of the lock engine: the real
 // core.Locker (Lease, watchdog, fair queue, notify, the hotspot Guard's
-// local hand-over, the undo of failed attempts and releases) running in a
+// local hand-off, the undo of failed attempts and releases) running in a
 // testing/synctest bubble (virtual time) against a simulated store behind a
 // simulated network that delays, loses, refuses and reorders commands and
 // pub/sub messages, freezes the whole store, and cuts processes off or
@@ -82,10 +82,10 @@ import (
 //	M4  a grant with 0 ms left read as the request's whole TTL              21
 //	M5  validity without the clock-drift margin                             96
 //	M6  a spin lease dated from the reply, not the sending                  13
-//	M7  a hand-over keeps the previous holder's fence                       50
+//	M7  a hand-off keeps the previous holder's fence                       50
 //	M8  a successful Extend dated from the reply                            43
 //	M9  a poll's grant dated from the reply                                 28
-//	M10 a lease handed over while one of its extends may still land          3
+//	M10 a lease handed off while one of its extends may still land          3
 //	M11 a failed shorter Extend forgotten by a later, longer one              3
 func TestSimulation(t *testing.T) {
 	seeds := simSeeds(t)
@@ -111,7 +111,7 @@ const simCISeeds = 96
 
 // simRegressionSeeds are seeds beyond simCISeeds that a plain `go test`
 // runs too: found by soaks, each catches a defect that the first seeds do
-// not (see the defects below): 163, 688 and 820 a hand-over of a lease
+// not (see the defects below): 163, 688 and 820 a hand-off of a lease
 // whose extend may still land; 323, 528 and 810 a failed shorter Extend
 // forgotten by a later one.
 var simRegressionSeeds = []uint64{163, 323, 528, 688, 810, 820}
@@ -156,13 +156,13 @@ func simSeeds(t *testing.T) []uint64 {
 //     later, longer one that succeeded (seed 82). Now an extend lowers the
 //     lease's validity when it is sent, and after an Extend that failed the
 //     lease counts on no more than its TTL from any later extend.
-//  2. A local hand-over dated the next holder's lease from its own extend
+//  2. A local hand-off dated the next holder's lease from its own extend
 //     once the releasing lease's watchdog had stopped, while an earlier
 //     extend of the same token could still be on its way and land after it,
 //     cutting the lock back to the old, shorter TTL (a renewal that stopping
 //     cancelled at the client only, seed 820; a failed Extend of the
 //     releasing holder, seed 688). Now a lease one of whose extends may
-//     still land is not handed over: its lock is undone, and the next holder
+//     still land is not handed off: its lock is undone, and the next holder
 //     takes the name from the store with a token of its own.
 
 // simStuck is how long the bubble's clock may stand still in real time

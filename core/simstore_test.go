@@ -30,7 +30,7 @@ import (
 // each key, the token that holds it and until when, its fence counter, and
 // its fair queue. Its commands follow the contract of core.Store,
 // core.Queuer (grants published to Grants subscribers), core.Notifier,
-// core.FenceRaiser, core.Undoer and core.FreeAcquirer (see core/store.go),
+// core.FenceRaiser, core.Undoer and core.FreeAcquirer (see package lockstore),
 // and the reference model of the Redis scripts
 // (internal/redisscript/model_test.go); TestSimStoreConformance runs
 // core/storetest against it. Its clock may run up to 0.9% fast (drift): it

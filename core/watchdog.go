@@ -84,10 +84,10 @@ func (l *Locker) renewEvery(ttl time.Duration) time.Duration {
 
 // renew is the watchdog loop. Every interval it resets the lock's lifetime to
 // the lease's TTL with compare-and-extend. A renewal that finds the lock gone
-// ends the lease (extend closes Done). One that fails on Redis is retried
+// ends the lease (extend closes Done). One that fails in the store is retried
 // every quarter interval until only one interval of validity is left; the
 // lease is then given up as lost, so that Done closes while the lock is still
-// ours in Redis, not after it may have passed to someone else.
+// ours in the store, not after it may have passed to someone else.
 //
 // Renewals are timed from when the command that set the current expiry was
 // sent (see untilRenewal), not from when its reply came back: on a slow link
@@ -131,7 +131,7 @@ func (l *Lease) renew(ctx context.Context, w *watchdog) {
 			timer.Reset(l.untilRenewal())
 		case errors.Is(err, ErrNotHeld):
 			return // lost, released or handed off; Done is closed
-		default: // Redis failed, or giveUp passed, or stop cancelled the call
+		default: // the store failed, or giveUp passed, or stop cancelled the call
 			select {
 			case <-w.stop:
 				return

@@ -178,13 +178,13 @@ func TestWatchdogCutClosesDoneBeforeTheLockExpires(t *testing.T) {
 
 // TestWatchdogOfAHandedOffLease checks that a lease handed off without a
 // round trip, which inherits an older expiry, is renewed in time: its
-// watchdog must not wait a full interval from the handoff.
+// watchdog must not wait a full interval from the hand-off.
 func TestWatchdogOfAHandedOffLease(t *testing.T) {
 	leakCheck(t)
 	// A renewal sent an interval (4 s) after the acquire has 1.9 s before
 	// its give-up time (the validity, 9.9 s, less an interval); one sent an
-	// interval after the handoff, made 2.5 s after the acquire, would come
-	// 0.6 s after it. A handoff up to 3.3 s after the acquire (2/3 of the
+	// interval after the hand-off, made 2.5 s after the acquire, would come
+	// 0.6 s after it. A hand-off up to 3.3 s after the acquire (2/3 of the
 	// TTL left) passes the lease on without a round trip.
 	const ttl = 10 * time.Second
 	e := newEnv(t, nil, core.WithTTL(ttl), core.WithWatchdog(), core.WithWatchdogInterval(4*time.Second))
@@ -194,7 +194,7 @@ func TestWatchdogOfAHandedOffLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2500 * time.Millisecond)
-	second, err := first.Handoff(ctx, &core.Request{Name: first.Name(), Key: first.Key(), TTL: ttl})
+	second, err := first.Handoff(ctx, &core.AcquireCall{Name: first.Name(), Key: first.Key(), TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestHandoffOfALeaseTheWatchdogGaveUp(t *testing.T) {
 	if admin.Get(ctx, lease.Key()).Val() != lease.Token() {
 		t.Skip("the key expired before the check; nothing left to strand")
 	}
-	_, err = lease.Handoff(ctx, &core.Request{Name: lease.Name(), Key: lease.Key(), TTL: ttl})
+	_, err = lease.Handoff(ctx, &core.AcquireCall{Name: lease.Name(), Key: lease.Key(), TTL: ttl})
 	if !errors.Is(err, core.ErrNotHeld) {
 		t.Fatalf("Handoff of a lost lease = %v, want ErrNotHeld", err)
 	}

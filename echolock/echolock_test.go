@@ -423,7 +423,7 @@ func TestTTLOptionsAndRouteLabel(t *testing.T) {
 		}
 	}
 	if routes.Last() != "/orders/:id" {
-		t.Fatalf("Request.Route = %q, not the route template", routes.Last())
+		t.Fatalf("AcquireCall.Route = %q, not the route template", routes.Last())
 	}
 }
 

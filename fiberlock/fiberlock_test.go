@@ -348,7 +348,7 @@ func TestKeyParts(t *testing.T) {
 		}
 	}
 	if routes.Last() != "/orders/:id" {
-		t.Fatalf("Request.Route = %q, not the route template", routes.Last())
+		t.Fatalf("AcquireCall.Route = %q, not the route template", routes.Last())
 	}
 }
 

@@ -206,7 +206,7 @@ func TestReleasedAfterPanicAndRouteLabel(t *testing.T) {
 		t.Fatalf("held inside: %v; held after the panic: %v", heldInside, e.Exists(t, "order:"+keyfunc.Escape(id)))
 	}
 	if route.Last() != "/reqlock.testsvc.Test/Do" {
-		t.Fatalf("Request.Route = %q", route.Last())
+		t.Fatalf("AcquireCall.Route = %q", route.Last())
 	}
 }
 

@@ -48,10 +48,10 @@ type slot struct{ n atomic.Int32 }
 
 var _ core.LocalTurn = (*slot)(nil)
 
-// Passed returns nil: no lease is handed over without a local lock.
+// Passed returns nil: no lease is handed off without a local lock.
 func (s *slot) Passed() *core.Lease { return nil }
 
-// Pass reports false: no lease is handed over without a local lock.
+// Pass reports false: no lease is handed off without a local lock.
 func (s *slot) Pass(*core.Lease) bool { return false }
 
 // Leave uncounts the acquire.

@@ -61,9 +61,9 @@
 // correct, only not queued locally. A name newly contended then keeps its
 // tentative local lock, which queues its goroutines while they use it and
 // goes with the last of them. Stats reports hits, bypasses, evictions,
-// handoffs and the current size.
+// hand-offs and the current size.
 //
-// # Local handoff
+// # Local hand-off
 //
 // With WithHandoff(k), a holder that releases while goroutines of this
 // process are parked on the same local lock passes its Redis lock to one of
@@ -85,17 +85,17 @@
 // offer and the takeover is refused by the waiter's Locker, which deletes
 // its key, and the waiter takes the lock in Redis as well.
 //
-// After k handoffs in a row the next release goes to Redis, so that other
-// processes get their turn. This is the fairness trade-off of handoff (the
+// After k hand-offs in a row the next release goes to Redis, so that other
+// processes get their turn. This is the fairness trade-off of hand-off (the
 // cohort's bound on consecutive local passes): a process with queued waiters
 // keeps the lock for up to k+1 critical sections in a row while waiters in
 // other processes keep spinning, which raises their wait (and their chance
 // of running out of wait budget) in exchange for fewer Redis round trips and
 // a higher throughput. Keep k small (about the number of goroutines that
 // contend for a name in one process) when other processes must not starve;
-// leave handoff off (the default) for strict alternation.
+// leave hand-off off (the default) for strict alternation.
 //
-// Observers see a handoff at both ends: the release that passed the lock
+// Observers see a hand-off at both ends: the release that passed the lock
 // ends with core.OutcomeHandedOff, and the acquire that took it over has
 // core.AcquireEvent.HandedOver set and no store attempts. The otel package
 // reports both, and the Guard's Stats, whatever the order of the plugins.

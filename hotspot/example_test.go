@@ -40,7 +40,7 @@ func Example() {
 	// Output: 4 acquires through the local lock; 1 local lock kept
 }
 
-// With handoff, a release passes the Redis lock to a goroutine of this
+// With hand-off, a release passes the Redis lock to a goroutine of this
 // process that waits for the same name, without a release and a re-acquire,
 // at most 3 times in a row; then the lock goes back to Redis so that other
 // processes get their turn.

@@ -112,7 +112,7 @@ func (g *Guard) Enter(ctx context.Context, name, key string, deadline time.Time)
 	return &turn{g: g, e: e, bucket: bucket, counted: detect, passed: prev}, nil
 }
 
-// wait takes e's local lock, or a lease handed over with it (see
+// wait takes e's local lock, or a lease handed off with it (see
 // handoff.go), before deadline and the end of ctx.
 func (g *Guard) wait(ctx context.Context, e *entry, deadline time.Time) (*core.Lease, error) {
 	select {
@@ -129,7 +129,7 @@ func (g *Guard) wait(ctx context.Context, e *entry, deadline time.Time) (*core.L
 	select {
 	case <-e.lock:
 		return nil, nil
-	case prev := <-e.pass: // nil, never ready, when handoff is off
+	case prev := <-e.pass: // nil, never ready, when hand-off is off
 		return prev, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -145,14 +145,14 @@ type turn struct {
 	e       *entry
 	bucket  uint32 // in the in-flight sketch, if counted
 	counted bool   // the acquire is counted in the in-flight sketch
-	// passed is the lease the previous holder handed over with the local
+	// passed is the lease the previous holder handed off with the local
 	// lock, or nil.
 	passed  *core.Lease
-	settled bool // the handoff of passed was counted or found refused
+	settled bool // the hand-off of passed was counted or found refused
 	ended   bool // Pass or Leave gave the local lock up
 }
 
-// Passed returns the lease the previous holder handed over with the local
+// Passed returns the lease the previous holder handed off with the local
 // lock, or nil.
 func (t *turn) Passed() *core.Lease { return t.passed }
 
@@ -182,7 +182,7 @@ func (t *turn) end() {
 // core.WithHandlers puts a Guard in the Locker's local-queue slot, where the
 // Locker calls Enter; this method and Release only make the Guard a
 // core.Handler, so that it can be given to core.WithHandlers.
-func (g *Guard) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+func (g *Guard) Acquire(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 	if g.err != nil {
 		return g.err
 	}

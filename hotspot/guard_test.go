@@ -73,10 +73,10 @@ func TestMutualExclusionAcrossInstances(t *testing.T) {
 				t.Fatalf("%d critical sections, want %d", o.Entries(), want)
 			}
 			// Whether the storm above made contention within an instance
-			// (and handoffs) is up to the scheduler: one goroutine may run
+			// (and hand-offs) is up to the scheduler: one goroutine may run
 			// its rounds alone. Contention made on purpose in every
 			// instance, after it, must be detected, and handed off with
-			// handoff on.
+			// hand-off on.
 			var hits, handoffs int64
 			for _, in := range ins {
 				contendOnce(t, in, name)
@@ -416,7 +416,7 @@ func (p *probe) waits() []time.Duration {
 	return out
 }
 
-// count returns the acquires recorded, those handed over among them, and
+// count returns the acquires recorded, those handed off among them, and
 // the lease ends recorded with each outcome.
 func (p *probe) count() (acquires, handedOver int, ends map[core.Outcome]int) {
 	p.mu.Lock()
@@ -530,7 +530,7 @@ func TestTimeoutWhileWaitingLocally(t *testing.T) {
 	in.settled(t, name)
 }
 
-// Cancelling waiters leaves nothing held, locally or in Redis, with handoff
+// Cancelling waiters leaves nothing held, locally or in Redis, with hand-off
 // off and on.
 func TestCancelWhileWaitingLocally(t *testing.T) {
 	for _, k := range []int{0, 2} {
@@ -636,7 +636,7 @@ func TestHandoffRacesWithGivingUp(t *testing.T) {
 		handoffs += in.guard.Stats().Handoffs
 		in.settled(t, name)
 	}
-	// How many handoffs the storm made, and how many met a waiter giving
+	// How many hand-offs the storm made, and how many met a waiter giving
 	// up, is up to the scheduler. After it, a release with a waiter parked
 	// must still hand off in every instance.
 	t.Logf("acquired %d, gave up %d, handoffs %d", acquired, gaveUp, handoffs)
@@ -657,14 +657,14 @@ func TestHandoffRacesWithGivingUp(t *testing.T) {
 	}
 }
 
-// After k handoffs in a row the lock goes back to Redis.
+// After k hand-offs in a row the lock goes back to Redis.
 func TestHandoffStreak(t *testing.T) {
 	leakCheck(t)
 	name := uniq(t)
 	probe := &probe{}
 	const k = 2
 	in := newInstance(t, []hotspot.Option{hotspot.WithKeys(name), hotspot.WithHandoff(k)})
-	// A TTL long enough that the handed-over leases keep the holder's expiry
+	// A TTL long enough that the handed-off leases keep the holder's expiry
 	// (no compare-and-extend, which a lease with less than two thirds of its
 	// TTL left gets) however long the waiters take to park.
 	l := core.New(in.client, core.WithObservers(probe), core.WithHandlers(in.guard), core.WithTTL(time.Minute), core.WithWait(30*time.Second))
@@ -1024,7 +1024,7 @@ func (s *panickyStore) TryAcquire(ctx context.Context, key, token string, ttl ti
 func TestPanicReleasesLocalLock(t *testing.T) {
 	leakCheck(t)
 	var boom atomic.Bool
-	afterNext := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+	afterNext := core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 		_, err := next(ctx, req)
 		if err == nil && boom.Load() {
 			panic("boom")
@@ -1097,8 +1097,8 @@ func TestInvalidOptions(t *testing.T) {
 			t.Fatalf("Acquire through an invalid Guard = %v after %d commands, want ErrInvalidOption and none", err, rt.N.Load())
 		}
 		called := false
-		next := func(context.Context, *core.Request) (*core.Lease, error) { called = true; return nil, nil }
-		if err := g.Acquire(context.Background(), &core.Request{}, next); !errors.Is(err, core.ErrInvalidOption) || called {
+		next := func(context.Context, *core.AcquireCall) (*core.Lease, error) { called = true; return nil, nil }
+		if err := g.Acquire(context.Background(), &core.AcquireCall{}, next); !errors.Is(err, core.ErrInvalidOption) || called {
 			t.Fatalf("the Handler method of an invalid Guard = %v (next called: %v), want ErrInvalidOption", err, called)
 		}
 	}
@@ -1113,7 +1113,7 @@ func TestHandlerMethodsPassThrough(t *testing.T) {
 	g := hotspot.New()
 	errNext := errors.New("next")
 	var acquired, released int
-	err := g.Acquire(context.Background(), &core.Request{}, func(context.Context, *core.Request) (*core.Lease, error) {
+	err := g.Acquire(context.Background(), &core.AcquireCall{}, func(context.Context, *core.AcquireCall) (*core.Lease, error) {
 		acquired++
 		return nil, errNext
 	})

@@ -4,7 +4,7 @@ import (
 	"github.com/reqlock/reqlock/core"
 )
 
-// Local handoff (lock cohorting, WithHandoff): a holder that releases while
+// Local hand-off (lock cohorting, WithHandoff): a holder that releases while
 // goroutines of this process wait for the same name gives its Redis lock,
 // together with the local lock, to one of them, which the Locker turns into a
 // lease of its own without a round trip to Redis (or with one
@@ -22,8 +22,8 @@ import (
 // is parked, the holder releases to Redis as usual.
 
 // Pass hands lease, the Redis lock of the turn's holder, to a goroutine
-// parked on the same local lock, with the local lock, if handoff is on and
-// fewer than k handoffs were made in a row; it reports whether the lease
+// parked on the same local lock, with the local lock, if hand-off is on and
+// fewer than k hand-offs were made in a row; it reports whether the lease
 // went. After true the turn is over: the receiver holds the local lock.
 func (t *turn) Pass(lease *core.Lease) bool {
 	if t.ended {
@@ -45,11 +45,11 @@ func (t *turn) Pass(lease *core.Lease) bool {
 	}
 }
 
-// settle learns, at the end of the turn, whether the lease handed over at
+// settle learns, at the end of the turn, whether the lease handed off at
 // Enter was taken over: the Locker takes a lock over with the lease's own
 // token, and acquires in Redis (with a new token) when it cannot, because the
 // lease was lost meanwhile or belongs to another Locker sharing the Guard
-// (which then releases it in its own Redis). A takeover counts as a handoff;
+// (which then releases it in its own Redis). A takeover counts as a hand-off;
 // a lock taken in Redis starts a new streak. lease is the turn's own lease,
 // nil when the Locker ends the turn without one (a failed acquire, or the
 // release of a lost lease, which is not handed on).

@@ -165,7 +165,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 // parked waits until n goroutines hold or wait for name's local lock in in,
 // and until the n-1 waiters among them are parked in the Guard's wait: from
-// then on a release or a handoff reaches them, and the local wait they
+// then on a release or a hand-off reaches them, and the local wait they
 // report includes any time that passes. It needs no sleep, so it holds on a
 // machine however busy.
 func (in *instance) parked(t testing.TB, name string, n int) {

@@ -67,13 +67,13 @@ func WithKeys(names ...string) Option {
 	}
 }
 
-// WithHandoff turns local handoff (lock cohorting) on: a holder that releases
+// WithHandoff turns local hand-off (lock cohorting) on: a holder that releases
 // while goroutines of this process wait for the same name passes its Redis
 // lock to one of them, without a release and a re-acquire, at most k times in
 // a row; the next release goes to Redis so that other processes get their
-// turn. k = 0, the default, turns handoff off; k must not be negative.
+// turn. k = 0, the default, turns hand-off off; k must not be negative.
 //
-// Handoff trades fairness between processes for throughput: while a process
+// Hand-off trades fairness between processes for throughput: while a process
 // has waiters it keeps the lock for up to k+1 critical sections, and waiters
 // of other processes wait that much longer. See the package documentation.
 func WithHandoff(k int) Option {

@@ -16,7 +16,7 @@ type Stats struct {
 	Evictions int64
 	// Handoffs counts the locks that a local waiter took over from the
 	// releasing holder before it (WithHandoff), without a release and a
-	// re-acquire in Redis. A handoff is counted when the lease that took the
+	// re-acquire in Redis. A hand-off is counted when the lease that took the
 	// lock over is released holding it; a lease given to a waiter that could
 	// not take it over (it was lost meanwhile, or belongs to another Locker
 	// sharing the Guard) is not counted.

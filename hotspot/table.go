@@ -17,9 +17,9 @@ type entry struct {
 	// sync.Mutex, it can be waited on with a deadline and a context.
 	lock chan struct{}
 	// pass hands a Redis lease from the releasing holder to a waiter (see
-	// handoff.go); nil when handoff is off.
+	// handoff.go); nil when hand-off is off.
 	pass chan *core.Lease
-	// streak counts the handoffs since the lock was last taken in Redis.
+	// streak counts the hand-offs since the lock was last taken in Redis.
 	// Only the holder of the local lock touches it.
 	streak int
 

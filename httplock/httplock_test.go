@@ -152,7 +152,7 @@ func TestBodyPanicLostLeaseAndRoute(t *testing.T) {
 		t.Fatalf("body: %q", w.Body)
 	}
 	if route.Last() != "POST /orders/{id}" {
-		t.Fatalf("Request.Route = %q", route.Last())
+		t.Fatalf("AcquireCall.Route = %q", route.Last())
 	}
 
 	// Released after a panic.

@@ -132,7 +132,7 @@ func TestHTTPAnswers(t *testing.T) {
 		t.Fatalf("the error handler got %v", custom)
 	}
 	if route.Last() != "/reqlock.kratoslock.testsvc.Test/Do" {
-		t.Fatalf("Request.Route = %q", route.Last())
+		t.Fatalf("AcquireCall.Route = %q", route.Last())
 	}
 }
 
@@ -167,7 +167,7 @@ func TestGRPCCodes(t *testing.T) {
 		})
 	}
 	if route.Last() != "/reqlock.kratoslock.testsvc.Test/Do" {
-		t.Fatalf("Request.Route = %q", route.Last())
+		t.Fatalf("AcquireCall.Route = %q", route.Last())
 	}
 }
 

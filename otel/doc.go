@@ -17,11 +17,11 @@
 // every acquire once it has ended (core.AcquireEvent) and of the end of every
 // lease (core.ReleaseEvent), with its own account of what happened: the
 // outcome (core.Outcome), the store attempts, the time spent in the local
-// queue, whether the lock was handed over by the previous holder in the
+// queue, whether the lock was handed off by the previous holder in the
 // process. core.WithHandlers puts them in the Locker's observer slot (so
 // does core.WithObservers), so their place among the options does not
 // matter: before or after a hotspot Guard, they see every acquire, the
-// local wait and local handoffs included, and every release, and
+// local wait and local hand-offs included, and every release, and
 // reqlock.leases.held stays balanced. Their Acquire and Release methods only
 // pass through, so that core.WithHandlers takes them.
 //
@@ -41,7 +41,7 @@
 //
 //	reqlock.route               route template or RPC method; omitted when empty
 //	reqlock.outcome             acquired, timeout, canceled or error
-//	reqlock.attempts            Redis attempts made (0 when the lock was handed over locally)
+//	reqlock.attempts            Redis attempts made (0 when the lock was handed off locally)
 //	reqlock.wait.seconds        time from the call to the lock or the failure
 //	reqlock.local_wait.seconds  part of it spent in the local queue (hotspot Guard); when positive
 //	reqlock.handed_off          true when the previous holder in this process handed the lock over; absent otherwise

@@ -26,7 +26,7 @@ const (
 
 // Handler traces and measures lock acquires and releases. It is a
 // core.Observer: the Locker tells it of every acquire once it has ended,
-// local wait and local handoffs included, and of the end of every lease it
+// local wait and local hand-offs included, and of the end of every lease it
 // saw acquired, wherever it stands among the options. Give it to
 // core.WithObservers, or to core.WithHandlers, which puts it in the same
 // slot. It is safe for concurrent use. Its per-lease state lives in the
@@ -196,7 +196,7 @@ func setResult(span trace.Span, kv []attribute.KeyValue, r result) {
 // in the Locker's observer slot, where the Locker calls ObserveAcquire; this
 // method and Release only make the Handler a core.Handler, so that it can be
 // given to core.WithHandlers.
-func (h *Handler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+func (h *Handler) Acquire(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 	_, err := next(ctx, req)
 	return err
 }

@@ -394,7 +394,7 @@ type panicky struct{ acquire, release atomic.Bool }
 // boom is the panic value of panicky.
 const boom = "boom"
 
-func (p *panicky) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+func (p *panicky) Acquire(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 	_, err := next(ctx, req)
 	if p.acquire.Load() {
 		panic(boom)

@@ -58,7 +58,7 @@ func newSlowGuardEnv(t *testing.T, order int, guard *hotspot.Guard, delay time.D
 }
 
 // handOnce acquires name in e, parks a second acquire of it on the local
-// lock of the Guard in e's Locker (with handoff on), and releases: the
+// lock of the Guard in e's Locker (with hand-off on), and releases: the
 // second acquire takes the lock over. It returns how long the first acquire
 // took.
 func handOnce(t *testing.T, e *env, ctx context.Context, name string, hold time.Duration) time.Duration {
@@ -74,7 +74,7 @@ func handOnce(t *testing.T, e *env, ctx context.Context, name string, hold time.
 		err   error
 	}
 	got := make(chan result, 1)
-	go func() { // waits locally, then gets the lock handed over
+	go func() { // waits locally, then gets the lock handed off
 		lease, err := e.locker.Acquire(ctx, name)
 		got <- result{lease, err}
 	}()
@@ -104,10 +104,10 @@ func handOnce(t *testing.T, e *env, ctx context.Context, name string, hold time.
 	return took
 }
 
-// TestHotspotGuard puts the real hotspot Guard with local handoff before or
+// TestHotspotGuard puts the real hotspot Guard with local hand-off before or
 // after the Handler: a second request for a hot name waits on the local lock
 // and takes the lock over without Redis. Either way, the Handler reports the
-// local wait and the handoff, counts one hold per lease (the handed-off one
+// local wait and the hand-off, counts one hold per lease (the handed-off one
 // included) and observes the Guard.
 func TestHotspotGuard(t *testing.T) {
 	for i, order := range orders {
@@ -117,7 +117,7 @@ func TestHotspotGuard(t *testing.T) {
 			guard := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(3))
 			// Every store call takes the delay more: time the first acquire
 			// spends past its local turn, which its local wait must not
-			// count. The TTL is long enough that the handoff keeps the first
+			// count. The TTL is long enough that the hand-off keeps the first
 			// lease's expiry (no compare-and-extend) however long the waiter
 			// takes to park.
 			const delay = 100 * time.Millisecond
@@ -193,8 +193,8 @@ func TestHotspotGuard(t *testing.T) {
 }
 
 // TestLeasesHeldBalancedInAnyOrder runs contending goroutines through a
-// Locker with the hotspot Guard (handoff on) before and after the Handler:
-// every acquire, a local handoff included, has its span and is counted, every
+// Locker with the hotspot Guard (hand-off on) before and after the Handler:
+// every acquire, a local hand-off included, has its span and is counted, every
 // lease's end too, and reqlock.leases.held is back to 0 at the end, with
 // mutual exclusion intact.
 func TestLeasesHeldBalancedInAnyOrder(t *testing.T) {
@@ -205,7 +205,7 @@ func TestLeasesHeldBalancedInAnyOrder(t *testing.T) {
 			guard := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(2))
 			e := newGuardEnv(t, i, guard, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, 2*time.Millisecond), core.WithTTL(time.Minute))
 			const goroutines, rounds = 6, 15
-			// One handoff for sure, whatever the scheduler makes of the
+			// One hand-off for sure, whatever the scheduler makes of the
 			// goroutines below: two acquires and two releases more.
 			handOnce(t, e, context.Background(), name, 0)
 			var o redistest.Overlap

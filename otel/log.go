@@ -16,7 +16,7 @@ var (
 // LogHandler writes an access log of locks on a log/slog Logger: one line per
 // acquire ("lock acquire") and one per end of a lease ("lock release"). It is
 // a core.Observer, so it logs every acquire and release of the Locker, local
-// handoffs included, wherever it stands among the options: give it to
+// hand-offs included, wherever it stands among the options: give it to
 // core.WithObservers, or to core.WithHandlers, which puts it in the same
 // slot.
 //
@@ -200,7 +200,7 @@ func (h *LogHandler) tail(attrs []slog.Attr, errType string, err error) []slog.A
 // LogHandler in the Locker's observer slot, where the Locker calls
 // ObserveAcquire; this method and Release only make the LogHandler a
 // core.Handler, so that it can be given to core.WithHandlers.
-func (h *LogHandler) Acquire(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+func (h *LogHandler) Acquire(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 	_, err := next(ctx, req)
 	return err
 }

@@ -340,7 +340,7 @@ func TestLogLeaseGivenUpByItsWatchdog(t *testing.T) {
 	}
 }
 
-// A local handoff is logged at both ends, with the LogHandler after the
+// A local hand-off is logged at both ends, with the LogHandler after the
 // hotspot Guard among the options: the release that passed the lock and the
 // acquire that took it over, with handed_off=true.
 func TestLogHandoff(t *testing.T) {
@@ -348,7 +348,7 @@ func TestLogHandoff(t *testing.T) {
 	name := uniq(t)
 	guard := hotspot.New(hotspot.WithKeys(name), hotspot.WithHandoff(1))
 	h, buf := newLogHandler()
-	// A TTL long enough that the handoff keeps the first lease's expiry (no
+	// A TTL long enough that the hand-off keeps the first lease's expiry (no
 	// compare-and-extend) however long the waiter takes to park.
 	l := core.New(adaptertest.Shared.Client(t), core.WithHandlers(guard, h), core.WithTTL(time.Minute))
 	ctx := context.Background()

@@ -24,7 +24,7 @@ const (
 	// constants.
 	OutcomeKey = attribute.Key("reqlock.outcome")
 	// AttemptsKey is the number of Redis attempts an acquire made (spans
-	// only); 0 for a lock handed over by the previous holder in the process.
+	// only); 0 for a lock handed off by the previous holder in the process.
 	AttemptsKey = attribute.Key("reqlock.attempts")
 	// WaitKey is the time an acquire took, in seconds, from the call of
 	// Locker.Acquire to its return, local wait included (spans only).
@@ -51,7 +51,7 @@ const (
 // Outcomes of an acquire (OutcomeKey on reqlock.acquire spans and the acquire
 // metrics).
 const (
-	// OutcomeAcquired: the lock was taken (from Redis, or handed over by
+	// OutcomeAcquired: the lock was taken (from Redis, or handed off by
 	// the previous holder in this process).
 	OutcomeAcquired = "acquired"
 	// OutcomeTimeout: the wait budget was spent while another holder kept
@@ -70,7 +70,7 @@ const (
 const (
 	// OutcomeReleased: the lease still held its lock, which was deleted in
 	// Redis or handed to a local waiter (core.OutcomeReleased,
-	// core.OutcomeHandedOff; the release span of a handoff has
+	// core.OutcomeHandedOff; the release span of a hand-off has
 	// reqlock.handed_off=true).
 	OutcomeReleased = "released"
 	// OutcomeLost: the lease had lost its lock before Release

@@ -13,7 +13,7 @@
 // The stores section runs reqlock's Locker on each of its stores (Stores:
 // Redis through go-redis as the reference, rueidis, etcd, ZooKeeper,
 // PostgreSQL, MariaDB, memcached): uncontended acquires, and the contention
-// experiment with the default setting, the hotspot Guard with handoff, and
+// experiment with the default setting, the hotspot Guard with hand-off, and
 // the fair queue on the stores that implement core.Queuer. The runner
 // starts each server (internal/servers) behind a delaying proxy of its own,
 // which counts the request/response exchanges of the store's clients; the

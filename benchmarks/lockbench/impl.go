@@ -57,7 +57,7 @@ type Impl struct {
 	Open func(env *Env) (Lock, error)
 }
 
-// HandoffK is the WithHandoff bound of the handoff variants: one less than
+// HandoffK is the WithHandoff bound of the hand-off variants: one less than
 // the parallel acquires of a round, so that one Redis acquire can serve a
 // whole round of a process (at most Goroutines-1 waiters queue behind a
 // holder) while no process keeps the lock for more than k+1 = 4 critical

@@ -106,7 +106,7 @@ func TestSmallRun(t *testing.T) {
 			t.Errorf("hot: %s: %+v", r.Impl, r)
 		}
 		if r.Handovers > max(r.Acquires-1, 0) || (r.LocalHandoffs > 0 && !strings.Contains(r.Impl, "handoff")) {
-			t.Errorf("hot: %s: %d handovers and %d local handoffs for %d acquires", r.Impl, r.Handovers, r.LocalHandoffs, r.Acquires)
+			t.Errorf("hot: %s: %d hand-offs between processes and %d local hand-offs for %d acquires", r.Impl, r.Handovers, r.LocalHandoffs, r.Acquires)
 		}
 	}
 	for _, r := range rep.Solo {
@@ -189,7 +189,7 @@ func TestMergeHotHandovers(t *testing.T) {
 		},
 		commands: map[string]int64{"subscribe": 1, "unsubscribe": 1},
 	}
-	// Taken in the order 0 0 1 1 0 0: two handovers.
+	// Taken in the order 0 0 1 1 0 0: two hand-offs.
 	r := mergeHot("x", p, run)
 	if r.Acquires != 6 || r.SuccessesAll != 6 || r.Handovers != 2 || r.LocalHandoffs != 2 || r.RoundTrips != 5 {
 		t.Fatalf("%+v", r)

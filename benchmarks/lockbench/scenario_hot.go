@@ -65,7 +65,7 @@ func hotLoop(ctx context.Context, lock Lock, critical *redis.Client, p Params) *
 	return r
 }
 
-// mergeHot sums the workers' reports and counts the handovers between
+// mergeHot sums the workers' reports and counts the hand-offs between
 // processes in the order in which the lock was taken.
 func mergeHot(name string, p Params, run workerRun) HotResult {
 	t := run.tally()

@@ -173,14 +173,14 @@ func (v Verdict) format(x float64) string {
 // HotShape describes the hot-key scenario.
 func (rep *Report) HotShape() string {
 	p := rep.Params
-	return fmt.Sprintf("%d processes × %d goroutines acquire %q one attempt after another for %v (no rounds), same lock settings and critical section. Handovers: the lock passing from a holder in one process to a holder in another; local handoffs: leases passed by the hotspot Guard to a waiter of the same process without a Redis release and acquire.",
+	return fmt.Sprintf("%d processes × %d goroutines acquire %q one attempt after another for %v (no rounds), same lock settings and critical section. Hand-offs: the lock passing from a holder in one process to a holder in another; local hand-offs: leases passed by the hotspot Guard to a waiter of the same process without a Redis release and acquire.",
 		p.HotProcs, p.HotGoroutines, p.Name, p.HotFor)
 }
 
 // HotTable is the hot-key scenario's table.
 func (rep *Report) HotTable() string {
 	var b strings.Builder
-	b.WriteString("| implementation | acquires / s | handovers between processes / s | local handoffs / s | round trips / success | wait p50 | wait p99 | failed | overlaps |\n")
+	b.WriteString("| implementation | acquires / s | hand-offs between processes / s | local hand-offs / s | round trips / success | wait p50 | wait p99 | failed | overlaps |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.Hot {
 		fmt.Fprintf(&b, "| %s | %.0f | %.1f | %.1f | %s | %s | %s | %d | %d |\n",

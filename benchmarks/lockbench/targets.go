@@ -204,7 +204,7 @@ func (rep *Report) bestPeer(metric func(Result) float64) (float64, string) {
 // RoundFloor is the fewest round trips that the last of a round of the
 // contention experiment waits with the best setting, if nothing else held
 // it up: the critical sections of the other processes' rounds and of the
-// ones before it in its own round (two round trips each), a hand-over
+// ones before it in its own round (two round trips each), a hand-off
 // between processes per other process (about one round trip: the release
 // script, then the grant message). A granted lock is passed on locally as
 // it is, and extended in the background.
@@ -235,7 +235,7 @@ func (rep *Report) ResultOf(name string) Result {
 
 // WallFloor is the fewest round trips in sequence the whole contention
 // experiment takes with the best setting: every critical section (two
-// each), and per round of a process a hand-over between processes.
+// each), and per round of a process a hand-off between processes.
 func (rep *Report) WallFloor() int {
 	return 2*rep.Params.Procs*rep.Params.Attempts + rep.Rounds()
 }

@@ -59,29 +59,6 @@ func client(t *testing.T, srv *redistest.Server, proxy *redistest.Proxy) *redis.
 	return c
 }
 
-func TestRedisStore(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
-	storetest.RunWith(t, func(t *testing.T) core.Store {
-		return core.NewRedisStore(client(t, srv, proxy))
-	}, proxied(proxy))
-}
-
-func TestRedlockStore(t *testing.T) {
-	nodes := redistest.StartNodes(t, 3)
-	proxies := make([]*redistest.Proxy, len(nodes))
-	for i, n := range nodes {
-		proxies[i] = redistest.NewProxy(t, n.Addr())
-	}
-	storetest.RunWith(t, func(t *testing.T) core.Store {
-		stores := make([]core.Store, len(nodes))
-		for i, n := range nodes {
-			stores[i] = core.NewRedisStore(client(t, n, proxies[i]))
-		}
-		return core.NewRedlockStore(stores...)
-	}, proxied(proxies...))
-}
-
 // TestStoreDownSkippedWithoutHook: without Options.Down the suite cannot
 // take the store down, and says so instead of passing silently.
 func TestStoreDownSkippedWithoutHook(t *testing.T) {

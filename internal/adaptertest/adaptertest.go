@@ -269,13 +269,13 @@ func Stalled(t testing.TB, opts ...core.Option) *core.Locker {
 	return l
 }
 
-// Routes records the route label (core.Request.Route) of the acquires of
+// Routes records the route label (core.AcquireCall.Route) of the acquires of
 // the Lockers built with core.WithHandlers(routes.Handler()).
 type Routes struct{ last atomic.Value }
 
 // Handler returns the core.Handler that records the labels.
 func (r *Routes) Handler() core.Handler {
-	return core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.Request, next core.AcquireFunc) error {
+	return core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
 		r.last.Store(req.Route)
 		_, err := next(ctx, req)
 		return err

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkAcquireRelease measures an uncontended TryAcquire and Release on
 // the tests' redis-server over loopback, through rueidis and through the
-// go-redis store of core, with the round trips per operation (rt/op).
+// go-redis store (stores/redis), with the round trips per operation (rt/op).
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, fenced := range []bool{false, true} {
 		b.Run(fmt.Sprintf("rueidis/fenced=%v", fenced), func(b *testing.B) {

@@ -7,8 +7,8 @@
 //	store, err := rueidisstore.New(client)
 //	locker := core.NewWithStore(store, core.WithFencing(), core.WithNotify())
 //
-// It speaks the same protocol as the go-redis store of core
-// (core.NewRedisStore): the same keys, the same Lua scripts
+// It speaks the same protocol as the go-redis store of stores/redis
+// (redisstore.New, core.NewRedisStore): the same keys, the same Lua scripts
 // (internal/redisscript) and the same release channel, so that Lockers on
 // go-redis and on rueidis share one lock, one fence counter, one wake-up
 // channel and one fair queue, and can be mixed during a migration from one

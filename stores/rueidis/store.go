@@ -51,7 +51,7 @@ var (
 	_ core.Undoer      = (*Store)(nil)
 )
 
-// The scripts, shared with the go-redis store of core (internal/redisscript).
+// The scripts, shared with the go-redis store of stores/redis (internal/redisscript).
 type scriptID int
 
 const (

@@ -3,7 +3,7 @@
 // 4 parallel acquires, wait 3 s, TTL 10 s, sleep 10–20 ms, a critical section
 // of two round trips, counting SET commands with INFO commandstats, for the
 // plain spin lock (SET NX PX, a random sleep, a compare-and-delete release),
-// the peers, and reqlock without and with the hotspot Guard, local handoff,
+// the peers, and reqlock without and with the hotspot Guard, local hand-off,
 // wake-ups and the fair queue, every client reaching Redis through a proxy that adds a
 // simulated round trip. It prints a Markdown table; cmd/compare runs the
 // other scenarios too and writes the README.

@@ -53,7 +53,7 @@ type Analysis struct {
 
 	// unheld[i] is the longest time after fault i healed during which
 	// nobody held the name while processes waited for it; baseline is the
-	// longest such time before the first fault (hand-overs).
+	// longest such time before the first fault (hand-offs).
 	unheld   []time.Duration
 	baseline time.Duration
 	// orphans are the times after each stall healed during which the

@@ -198,7 +198,7 @@ func waiting(from, to int64) []Record {
 
 func TestAnalyseUnheld(t *testing.T) {
 	// 0.0.0 holds 100–500; the store is frozen 600–3000; 1.0.0 takes the
-	// name at 3400 and 1.0.1 at 3420, after hand-overs; processes wait
+	// name at 3400 and 1.0.1 at 3420, after hand-offs; processes wait
 	// from 450 on.
 	freeze := []Fault{{Kind: KindStoreFreeze, Stall: true, Proc: -1, Start: at(600), End: at(3000)}}
 	recs := join(held(0, 0, 0, at(100), at(500), at(2100), 0, false), waiting(at(450), at(3400)),

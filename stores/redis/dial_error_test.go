@@ -1,4 +1,4 @@
-package core_test
+package redisstore_test
 
 import (
 	"context"

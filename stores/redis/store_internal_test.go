@@ -1,4 +1,4 @@
-package core
+package redisstore
 
 import (
 	"context"
@@ -40,27 +40,6 @@ func TestMayHaveApplied(t *testing.T) {
 	}
 }
 
-func TestSleepRange(t *testing.T) {
-	client := redis.NewClient(&redis.Options{}) // never dialled
-	defer client.Close()
-	l := New(client, WithSpin(10, 5))
-	seen := map[int64]bool{}
-	for i := 0; i < 2000; i++ {
-		d := l.sleep()
-		if d < 10 || d >= 15 {
-			t.Fatalf("sleep() = %v, outside [10ns, 15ns)", d)
-		}
-		seen[int64(d)] = true
-	}
-	if len(seen) != 5 {
-		t.Fatalf("sleep() took %d distinct values, want all 5 of [10, 15)", len(seen))
-	}
-	fixed := New(client, WithSpin(7, 0))
-	if d := fixed.sleep(); d != 7 {
-		t.Fatalf("a zero random part gave %v, want 7ns", d)
-	}
-}
-
 func TestIsSyntaxError(t *testing.T) {
 	if !isSyntaxError(serverError("ERR syntax error")) {
 		t.Error("ERR syntax error not recognised")
@@ -90,7 +69,7 @@ func TestTryAcquireIsRetrySafe(t *testing.T) {
 	client := srv.Client(t)
 	ctx := context.Background()
 	for _, mode := range []string{"native", "legacy", "free", "fenced"} {
-		s := NewRedisStore(client).(*redisStore)
+		s := New(client)
 		fenced := mode == "fenced"
 		s.noSetGet.Store(mode == "legacy")
 		try := s.TryAcquire
@@ -197,7 +176,7 @@ func TestTryAcquireOfItsOwnKeyResetsTheTTL(t *testing.T) {
 	client := srv.Client(t)
 	ctx := context.Background()
 	for _, mode := range []string{"native", "legacy", "free", "fenced"} {
-		s := NewRedisStore(client).(*redisStore)
+		s := New(client)
 		fenced := mode == "fenced"
 		s.noSetGet.Store(mode == "legacy")
 		try := s.TryAcquire

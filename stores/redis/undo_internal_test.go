@@ -1,4 +1,4 @@
-package core
+package redisstore
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 
 // pendingUndos returns the number of clean-ups s retries, and whether its
 // goroutine runs.
-func (s *redisStore) pendingUndos() (int, bool) {
+func (s *Store) pendingUndos() (int, bool) {
 	return s.undos.Pending()
 }
 
 // waitUndos waits up to limit for s to have no clean-up left and its
 // goroutine to have ended, and returns how long that took.
-func waitUndos(t *testing.T, s *redisStore, limit time.Duration) time.Duration {
+func waitUndos(t *testing.T, s *Store, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {
@@ -45,7 +45,7 @@ func TestUndoOutlivesNotFoundAndEndsByItself(t *testing.T) {
 	rounds := &redistest.RoundTrips{} // one pipeline per round, nothing else before the SET
 	client.AddHook(rounds)
 	ctx := context.Background()
-	s := NewRedisStore(client).(*redisStore)
+	s := New(client)
 	defer s.Close()
 	const ttl = 3 * time.Second
 
@@ -82,7 +82,7 @@ func TestUndoOfAnAttemptOnAFrozenServer(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	ctx := context.Background()
-	s := NewRedisStore(client).(*redisStore)
+	s := New(client)
 	defer s.Close()
 	s.ioTimeout.Store(int64(time.Second))
 	const ttl = 300 * time.Millisecond
@@ -115,7 +115,7 @@ func TestUndoOfAnAttemptOnAFrozenServer(t *testing.T) {
 func TestCloseEndsTheUndos(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	s := NewRedisStore(client).(*redisStore)
+	s := New(client)
 	s.undos.Add("k", "t", time.Minute, time.Now())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

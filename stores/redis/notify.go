@@ -1,4 +1,4 @@
-package core
+package redisstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/reqlock/reqlock/internal/pubsub"
+	"github.com/reqlock/reqlock/lockstore"
 )
 
 // notifier is a Locker's shared subscription to release messages
@@ -17,7 +18,7 @@ import (
 // touch a map; the subscribing and the reading run on the notifier's own
 // goroutines, so that a waiter never blocks on pub/sub I/O.
 type notifier struct {
-	reg       *pubsub.Registry[Grant]
+	reg       *pubsub.Registry[lockstore.Grant]
 	clients   []redis.UniversalClient
 	ioTimeout time.Duration
 	subs      []*redis.PubSub // set by start, under the Registry's lock
@@ -31,15 +32,15 @@ func newNotifier(clients []redis.UniversalClient, ioTimeout, linger time.Duratio
 }
 
 // newGrant is the Grant of a grant message.
-func newGrant(fence int64, ttl time.Duration) Grant {
-	return Grant{OK: true, Fence: fence, TTL: ttl}
+func newGrant(fence int64, ttl time.Duration) lockstore.Grant {
+	return lockstore.Grant{OK: true, Fence: fence, TTL: ttl}
 }
 
 // join registers a waiter for the release messages of key, starting the
 // subscription at the first call. It returns nil when notifications are off
 // or the store is closed; the caller then relies on its sleep alone. c
 // receives the signals (capacity 1; one pending signal is enough).
-func (n *notifier) join(key string, c chan struct{}) *pubsub.Waiter[Grant] {
+func (n *notifier) join(key string, c chan struct{}) *pubsub.Waiter[lockstore.Grant] {
 	if n == nil {
 		return nil
 	}
@@ -48,7 +49,7 @@ func (n *notifier) join(key string, c chan struct{}) *pubsub.Waiter[Grant] {
 
 // joinQueue registers a waiter of the fair queue for token's grant of key;
 // g has capacity 1. Like join, it returns nil when the store is closed.
-func (n *notifier) joinQueue(key, token string, g chan Grant) *pubsub.Waiter[Grant] {
+func (n *notifier) joinQueue(key, token string, g chan lockstore.Grant) *pubsub.Waiter[lockstore.Grant] {
 	if n == nil {
 		return nil
 	}
@@ -56,7 +57,7 @@ func (n *notifier) joinQueue(key, token string, g chan Grant) *pubsub.Waiter[Gra
 }
 
 // leave unregisters w; nil-safe.
-func (n *notifier) leave(w *pubsub.Waiter[Grant]) {
+func (n *notifier) leave(w *pubsub.Waiter[lockstore.Grant]) {
 	if n != nil {
 		n.reg.Leave(w)
 	}

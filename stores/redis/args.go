@@ -1,4 +1,4 @@
-package core
+package redisstore
 
 import (
 	"context"
@@ -156,7 +156,7 @@ func scriptArgs(sc *script, numKeys any, args, bulks, size int) *cmdArgs {
 // EVAL the first time on this deployment, EVALSHA afterwards, falling back
 // to EVAL when the server answers NOSCRIPT. newCmd makes the command that
 // reads the reply (redis.NewCmd, redis.NewIntSliceCmd...).
-func call[C redis.Cmder](ctx context.Context, s *redisStore, sc *script, a *cmdArgs, newCmd func(context.Context, ...any) C) C {
+func call[C redis.Cmder](ctx context.Context, s *Store, sc *script, a *cmdArgs, newCmd func(context.Context, ...any) C) C {
 	seen := s.cached[sc.Script]
 	if !seen.Load() {
 		a.list[0], a.list[1] = "eval", sc.src

@@ -1,8 +1,10 @@
-package core
+package redisstore
 
 import (
 	"testing"
 	"time"
+
+	"github.com/reqlock/reqlock/lockstore"
 )
 
 // TestGrantHeardBeforeItsWaiterJoined: a grant published between the poll
@@ -12,10 +14,10 @@ import (
 func TestGrantHeardBeforeItsWaiterJoined(t *testing.T) {
 	n := newNotifier(nil, time.Second, time.Second)
 	defer n.close()
-	other := make(chan Grant, 1)
+	other := make(chan lockstore.Grant, 1)
 	n.joinQueue("k", "other", other) // subscribes the channel, as a waiter before would have
 	n.reg.Deliver(channelOf("k"), "late 7 900")
-	g := make(chan Grant, 1)
+	g := make(chan lockstore.Grant, 1)
 	w := n.joinQueue("k", "late", g)
 	defer n.leave(w)
 	select {

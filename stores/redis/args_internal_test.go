@@ -1,4 +1,4 @@
-package core
+package redisstore
 
 import (
 	"context"
@@ -107,7 +107,7 @@ func TestScriptCall(t *testing.T) {
 	client := srv.Client(t)
 	log := &commandLog{}
 	client.AddHook(log)
-	s := NewRedisStore(client).(*redisStore)
+	s := New(client)
 	s.noSetGet.Store(true) // attempts by acquire.lua
 	ctx := context.Background()
 	if err := client.Ping(ctx).Err(); err != nil { // the connection's own set-up commands pass the hook too

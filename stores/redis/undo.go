@@ -1,4 +1,4 @@
-package core
+package redisstore
 
 import (
 	"context"
@@ -13,24 +13,24 @@ import (
 )
 
 // This file is the Redis store's clean-up of failed attempts (see
-// redisStore.TryAcquire): a compare-and-delete of the attempt's token (the
+// Store.TryAcquire): a compare-and-delete of the attempt's token (the
 // release script), sent again until it deletes the key or cannot matter any
 // more. internal/undo holds the queue and its rules, shared with the other
 // stores; here are the Redis calls.
 
 // newUndos returns the clean-up queue of s.
-func newUndos(s *redisStore) *undo.Queue {
+func newUndos(s *Store) *undo.Queue {
 	return undo.NewQueue(s.sweep, s.undoTimeout)
 }
 
 // Undo removes what a failed attempt (token on key, with ttl, sent at sent)
 // may have set, a lock the Locker gives up, or the place of a fair waiter
-// that has gone (core.Undoer): a compare-and-delete at once within ctx if
+// that has gone (lockstore.Undoer): a compare-and-delete at once within ctx if
 // ctx has time left, then in the background until it no longer matters (see
 // internal/undo). The release script is the compare-and-delete: it also
 // takes a token that does not hold the key out of the key's queue. It never
 // holds the caller past ctx.
-func (s *redisStore) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+func (s *Store) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	s.undos.Undo(ctx, key, token, ttl, sent, func(ctx context.Context) undo.Outcome {
 		n, err := s.release(ctx, key, token)
 		return undoOutcome(n, err)
@@ -50,7 +50,7 @@ func undoOutcome(n int64, err error) undo.Outcome {
 
 // sweep sends the compare-and-delete of each clean-up of batch, in one
 // pipeline, within ctx (see undo.Queue for its bounds).
-func (s *redisStore) sweep(ctx context.Context, batch []*undo.Attempt) []undo.Outcome {
+func (s *Store) sweep(ctx context.Context, batch []*undo.Attempt) []undo.Outcome {
 	// EVALSHA once the script is known to the deployment; EVAL (which
 	// caches it) the first time and after a NOSCRIPT (a restarted server).
 	seen := s.cached[releaseScript.Script]

@@ -1,92 +1,49 @@
-package core
+package redisstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/internal/drift"
+	"github.com/reqlock/reqlock/lockstore"
 )
 
-// NewRedlock returns a Locker that keeps each lock on a majority of
-// independent Redis masters (Redlock): no replication between them, no
-// cluster. An attempt sends the acquire to every node in parallel and
-// succeeds when N/2+1 of them set the key while the lock is still valid:
-// validity = TTL − time spent acquiring − drift (1% of the TTL plus 2 ms). A
-// failed attempt releases the key on every node, then waits like any other
-// attempt. Release, Extend, the watchdog, Done, fencing and wake-ups work as
-// with New; extensions also need the quorum.
-//
-// Nodes that are down or cut off slow nothing down: an operation returns as
-// soon as its outcome is known (a quorum answered, after a grace as long
-// again as the quorum took for the nodes just behind it; or a quorum is out
-// of reach; or the call's deadline passed) without waiting for the other
-// nodes. Their calls go on in the background until their deadline: go-redis
-// does not abort a read in flight, so a partitioned node (its connection
-// open, no reply) would otherwise hold every call up to the I/O timeout. A
-// node that had not answered counts as possibly holding the key: a failed
-// attempt releases it there once its call has ended. With 5 nodes the lock
-// keeps working with 2 of them down or partitioned. When so many are down
-// that no quorum is possible, Acquire fails with ErrStorage, within the I/O
-// timeout; so does an attempt (or an Extend, which the watchdog then
-// retries) whose quorum comes only after the lock's validity: slow nodes are
-// a storage failure, not a busy lock. Close the Locker to wait for the calls
-// left in the background.
-//
-// Redlock does not make a lock safe against a holder that pauses (a GC
-// pause, a stopped VM, a long network delay) past its validity: another
-// client then acquires the name while the first still believes it holds it,
-// and nothing the lock does can tell the first one in time. Use WithFencing
-// and a store that rejects lower fencing tokens where that matters; with
-// NewRedlock the fencing token is the highest counter of the quorum, written
-// back to the quorum before Acquire returns (one more round trip), so that
-// tokens stay strictly increasing across holders.
-//
-// A restarted node without persistence forgets the locks it held, which may
-// let a second client reach a quorum while the first still holds the name:
-// restart nodes only after the longest TTL has passed, or run them with
-// persistence (appendfsync always).
-//
-// Give the clients a dial and read timeout well below the TTL, and
-// ContextTimeoutEnabled (redis.Options), so that the I/O timeout and the
-// lock's validity bound each node's call: without it a call to a
-// partitioned node runs on in the background until the client's own read
-// timeout. NewRedlock reports an empty list or a nil client through Err,
-// like New.
-func NewRedlock(clients []redis.UniversalClient, opts ...Option) *Locker {
-	var errs []error
-	if len(clients) == 0 {
-		errs = append(errs, fmt.Errorf("%w: NewRedlock: no clients", ErrInvalidOption))
-	}
-	stores := make([]Store, len(clients))
+// NewRedlock returns the Redlock store on independent Redis masters, one
+// client each: NewQuorum of New(client) for each client (see the package
+// documentation for the algorithm, its guarantees and its limits). An
+// empty list or a nil client is an invalid option, reported by the
+// Locker's Err (see Check).
+func NewRedlock(clients []redis.UniversalClient) *Redlock {
+	stores := make([]lockstore.Store, len(clients))
 	for i, c := range clients {
-		if c == nil || isNilPointer(c) {
-			errs = append(errs, fmt.Errorf("%w: NewRedlock: client %d is nil", ErrInvalidOption, i))
-		}
-		stores[i] = NewRedisStore(c)
+		stores[i] = New(c)
 	}
-	return newLocker(NewRedlockStore(stores...), true, errors.Join(errs...), clients, opts)
+	return NewQuorum(stores...)
 }
 
-// NewRedlockStore returns a Store that keeps each lock on a majority of the
-// independent stores given (Redlock, see NewRedlock for the algorithm, its
-// guarantees and its limits): N/2+1 of them must take the key within the
-// lock's validity. NewRedlock(clients, opts...) is NewWithStore on the
-// Redlock store of NewRedisStore(client) for each client. With WithFencing,
-// every store must implement FenceRaiser. It implements Notifier when its
-// stores do. Close it after the Lockers that use it: it waits for the calls
-// of nodes left running in the background, and closes its stores.
-func NewRedlockStore(stores ...Store) Store {
-	return &redlockStore{nodes: stores, quorum: len(stores)/2 + 1, ioTimeout: DefaultIOTimeout}
+// NewQuorum returns a store that keeps each lock on a majority of the
+// independent stores given (Redlock): N/2+1 of them must take the key
+// within the lock's validity. With fencing, every store must be a
+// lockstore.FenceRaiser. Close it after the Lockers that use it: it waits
+// for the calls of nodes left running in the background, and closes its
+// stores.
+func NewQuorum(stores ...lockstore.Store) *Redlock {
+	return &Redlock{nodes: stores, quorum: len(stores)/2 + 1, ioTimeout: lockstore.DefaultIOTimeout}
 }
 
-// redlockStore runs every operation on a majority of independent nodes.
-type redlockStore struct {
-	nodes     []Store
+// Redlock is a store that runs every operation on a majority of
+// independent nodes. It is a lockstore.Notifier when its nodes are Redis
+// stores, an Undoer, a Tuner and a Checker, and an io.Closer.
+type Redlock struct {
+	nodes     []lockstore.Store
 	quorum    int
 	ioTimeout time.Duration // set by the Locker (WithIOTimeout)
 	// bg counts the node calls left running once an outcome was decided,
@@ -94,36 +51,59 @@ type redlockStore struct {
 	bg background
 }
 
-// check reports what the nodes lack for cfg.
-func (r *redlockStore) check(cfg *config) error {
+// Check refuses what a quorum cannot serve (lockstore.Checker): no nodes, a
+// nil node or one that refuses st, fencing on nodes that cannot raise a fence counter, and fair
+// queueing, as each node would order its waiters apart and no grant would
+// hold a quorum.
+func (r *Redlock) Check(st lockstore.StoreSettings) error {
 	var errs []error
+	if len(r.nodes) == 0 {
+		errs = append(errs, fmt.Errorf("%w: Redlock: no stores", lockstore.ErrInvalidOption))
+	}
 	for i, n := range r.nodes {
 		if n == nil || isNilPointer(n) {
-			errs = append(errs, fmt.Errorf("%w: Redlock: store %d is nil", ErrInvalidOption, i))
+			errs = append(errs, fmt.Errorf("%w: Redlock: store %d is nil", lockstore.ErrInvalidOption, i))
 			continue
 		}
-		if _, ok := n.(FenceRaiser); cfg.fencing && !ok {
-			errs = append(errs, fmt.Errorf("%w: Redlock: WithFencing: store %d (%T) cannot raise a fence counter (FenceRaiser)", ErrInvalidOption, i, n))
+		if c, ok := n.(lockstore.Checker); ok {
+			if err := c.Check(st); err != nil {
+				errs = append(errs, fmt.Errorf("Redlock: store %d: %w", i, err))
+			}
+		}
+		if _, ok := n.(lockstore.FenceRaiser); st.Fencing && !ok {
+			errs = append(errs, fmt.Errorf("%w: Redlock: WithFencing: store %d (%T) cannot raise a fence counter (FenceRaiser)", lockstore.ErrInvalidOption, i, n))
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if st.Fair {
+		return fmt.Errorf("%w: WithFair: a Redlock quorum keeps no queue: each node would order its waiters apart, and no grant would hold a quorum", lockstore.ErrInvalidOption)
+	}
+	return nil
+}
+
+// isNilPointer reports a typed nil, such as a (*redis.Client)(nil).
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // Tune takes the Locker's settings and passes them on to the nodes
-// (Tuner).
-func (r *redlockStore) Tune(st StoreSettings) {
+// (lockstore.Tuner).
+func (r *Redlock) Tune(st lockstore.StoreSettings) {
 	r.ioTimeout = st.IOTimeout
 	for _, n := range r.nodes {
-		if t, ok := n.(Tuner); ok {
+		if t, ok := n.(lockstore.Tuner); ok {
 			t.Tune(st)
 		}
 	}
 }
 
 // Announce makes every node announce its releases.
-func (r *redlockStore) Announce() {
+func (r *Redlock) Announce() {
 	for _, n := range r.nodes {
-		if nn, ok := n.(Notifier); ok {
+		if nn, ok := n.(lockstore.Notifier); ok {
 			nn.Announce()
 		}
 	}
@@ -131,11 +111,11 @@ func (r *redlockStore) Announce() {
 
 // Watch watches key on every node that can push notices: a release seen by
 // any of them wakes the waiter.
-func (r *redlockStore) Watch(key string) (<-chan struct{}, func()) {
+func (r *Redlock) Watch(key string) (<-chan struct{}, func()) {
 	c := make(chan struct{}, 1)
 	var stops []func()
 	for _, n := range r.nodes {
-		if rs, ok := n.(*redisStore); ok {
+		if rs, ok := n.(*Store); ok {
 			stops = append(stops, rs.watchInto(key, c))
 		}
 	}
@@ -148,7 +128,7 @@ func (r *redlockStore) Watch(key string) (<-chan struct{}, func()) {
 
 // Close waits for the node calls left in the background, then closes the
 // nodes that have a Close method.
-func (r *redlockStore) Close() error {
+func (r *Redlock) Close() error {
 	r.bg.wait()
 	var errs []error
 	for _, n := range r.nodes {
@@ -160,15 +140,15 @@ func (r *redlockStore) Close() error {
 }
 
 // Undo hands the removal of key to every node that can do it in the
-// background (Undoer), all at once; a node that cannot gets one
+// background (lockstore.Undoer), all at once; a node that cannot gets one
 // compare-and-delete within ctx.
-func (r *redlockStore) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+func (r *Redlock) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	var wg sync.WaitGroup
 	for _, n := range r.nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if u, ok := n.(Undoer); ok {
+			if u, ok := n.(lockstore.Undoer); ok {
 				u.Undo(ctx, key, token, ttl, sent)
 				return
 			}
@@ -209,7 +189,7 @@ type nodeResult struct {
 
 // mayHold reports whether the node may hold the key after the call: those
 // that took it, and those that had not answered. A node that failed has
-// removed what its attempt may have set itself (see Store.TryAcquire).
+// removed what its attempt may have set itself (see lockstore.Store.TryAcquire).
 func (r nodeResult) mayHold() bool {
 	return r.ok || r.running != nil
 }
@@ -228,8 +208,8 @@ var errNoReply = errors.New("no reply in time")
 // noReply is the error of node n that did not answer in time: errNoReply,
 // or the reason its client could not connect (a refused dial) when it knows
 // one.
-func noReply(n Store) error {
-	if s, ok := n.(*redisStore); ok {
+func noReply(n lockstore.Store) error {
+	if s, ok := n.(*Store); ok {
 		if err := s.dials.explain(context.DeadlineExceeded); err != context.DeadlineExceeded {
 			return err
 		}
@@ -266,7 +246,7 @@ func tally(results []nodeResult) (ok, failed int, fence int64, errs error) {
 // calls go on in the background until ctx's deadline (they are not
 // cancelled with ctx, so that a release still reaches them), counted in
 // r.bg; their results are marked running.
-func (r *redlockStore) fanout(ctx context.Context, op func(context.Context, Store) nodeResult) []nodeResult {
+func (r *Redlock) fanout(ctx context.Context, op func(context.Context, lockstore.Store) nodeResult) []nodeResult {
 	start := time.Now()
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -324,7 +304,7 @@ wait:
 
 // outcome turns a tally into the store's answer: ours with a quorum, a
 // quorumError when failures alone make a quorum impossible, not ours else.
-func (r *redlockStore) outcome(ok, failed int, errs error) (bool, error) {
+func (r *Redlock) outcome(ok, failed int, errs error) (bool, error) {
 	if ok >= r.quorum {
 		return true, nil
 	}
@@ -337,12 +317,12 @@ func (r *redlockStore) outcome(ok, failed int, errs error) (bool, error) {
 // TryAcquire is one Redlock attempt: acquire on every node, keep the lock if
 // a quorum holds it within its validity (and, with fenced, took the
 // quorum's highest token), release it everywhere otherwise.
-func (r *redlockStore) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+func (r *Redlock) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	start := time.Now()
-	valid := validity(start, ttl)
+	valid := drift.Validity(start, ttl)
 	vctx, cancel := context.WithDeadline(ctx, valid) // no node may take longer than the lock is worth
 	defer cancel()
-	results := r.fanout(vctx, func(ctx context.Context, n Store) nodeResult {
+	results := r.fanout(vctx, func(ctx context.Context, n lockstore.Store) nodeResult {
 		ok, fence, err := n.TryAcquire(ctx, key, token, ttl, fenced)
 		return nodeResult{ok: ok, fence: fence, err: err}
 	})
@@ -391,11 +371,11 @@ func pastDeadline(ctx context.Context) bool {
 	return ok && !time.Now().Before(dl)
 }
 
-// raiseFence is the second phase of a fenced acquire or handoff: the quorum's
+// raiseFence is the second phase of a fenced acquire or hand-off: the quorum's
 // counters are raised to fence before the lease is handed out.
-func (r *redlockStore) raiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
-	ok, failed, _, errs := tally(r.fanout(ctx, func(ctx context.Context, n Store) nodeResult {
-		ok, err := n.(FenceRaiser).RaiseFence(ctx, key, token, fence)
+func (r *Redlock) raiseFence(ctx context.Context, key, token string, fence int64) (bool, error) {
+	ok, failed, _, errs := tally(r.fanout(ctx, func(ctx context.Context, n lockstore.Store) nodeResult {
+		ok, err := n.(lockstore.FenceRaiser).RaiseFence(ctx, key, token, fence)
 		return nodeResult{ok: ok, err: err}
 	}))
 	return r.outcome(ok, failed, errs)
@@ -407,11 +387,11 @@ func (r *redlockStore) raiseFence(ctx context.Context, key, token string, fence 
 // cancellations too), and releases the others in the background: those
 // that failed, and once its call has ended, so that the release cannot
 // overtake it, a node that had not answered. Every attempt has a token of
-// its own (see Locker.spin): a release in the background cannot delete the
+// its own (the Locker draws one per attempt): a release in the background cannot delete the
 // key of a later attempt.
-func (r *redlockStore) releaseAll(ctx context.Context, key, token string, results []nodeResult) {
+func (r *Redlock) releaseAll(ctx context.Context, key, token string, results []nodeResult) {
 	ctx = context.WithoutCancel(ctx)
-	release := func(n Store) {
+	release := func(n lockstore.Store) {
 		ctx, cancel := context.WithTimeout(ctx, r.ioTimeout)
 		defer cancel()
 		_, _ = n.Release(ctx, key, token)
@@ -445,8 +425,8 @@ func (r *redlockStore) releaseAll(ctx context.Context, key, token string, result
 // Release deletes the key on every node. The lock was ours if a quorum held
 // it; with fewer, failed nodes may hide that it was (a quorumError), or it
 // had expired.
-func (r *redlockStore) Release(ctx context.Context, key, token string) (bool, error) {
-	ok, failed, _, errs := tally(r.fanout(ctx, func(ctx context.Context, n Store) nodeResult {
+func (r *Redlock) Release(ctx context.Context, key, token string) (bool, error) {
+	ok, failed, _, errs := tally(r.fanout(ctx, func(ctx context.Context, n lockstore.Store) nodeResult {
 		ok, err := n.Release(ctx, key, token)
 		return nodeResult{ok: ok, err: err}
 	}))
@@ -458,12 +438,12 @@ func (r *redlockStore) Release(ctx context.Context, key, token string) (bool, er
 
 // Extend resets the TTL on every node that holds token; the lease stays valid
 // if a quorum did within the new validity.
-func (r *redlockStore) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+func (r *Redlock) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	start := time.Now()
-	valid := validity(start, ttl)
+	valid := drift.Validity(start, ttl)
 	vctx, cancel := context.WithDeadline(ctx, valid)
 	defer cancel()
-	ok, failed, fence, errs := tally(r.fanout(vctx, func(ctx context.Context, n Store) nodeResult {
+	ok, failed, fence, errs := tally(r.fanout(vctx, func(ctx context.Context, n lockstore.Store) nodeResult {
 		ok, fence, err := n.Extend(ctx, key, token, ttl, fenced)
 		return nodeResult{ok: ok, fence: fence, err: err}
 	}))
@@ -475,4 +455,41 @@ func (r *redlockStore) Extend(ctx context.Context, key, token string, ttl time.D
 		return true, fence, nil
 	}
 	return false, 0, err
+}
+
+// background runs goroutines that Close waits for. Unlike a sync.WaitGroup,
+// it may start new ones while Close waits (an Acquire racing Close).
+type background struct {
+	mu   sync.Mutex
+	n    int
+	idle *sync.Cond // signalled when n drops to 0
+}
+
+// run runs f on a goroutine of its own.
+func (b *background) run(f func()) {
+	b.mu.Lock()
+	b.n++
+	b.mu.Unlock()
+	go func() {
+		defer func() {
+			b.mu.Lock()
+			if b.n--; b.n == 0 && b.idle != nil {
+				b.idle.Broadcast()
+			}
+			b.mu.Unlock()
+		}()
+		f()
+	}()
+}
+
+// wait blocks until no goroutine started by run is left.
+func (b *background) wait() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.idle == nil {
+		b.idle = sync.NewCond(&b.mu)
+	}
+	for b.n > 0 {
+		b.idle.Wait()
+	}
 }

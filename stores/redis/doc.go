@@ -1,0 +1,147 @@
+// Package redisstore keeps reqlock's locks in Redis through go-redis: New for
+// one deployment (a standalone server, a Sentinel-managed master or a
+// Cluster), NewRedlock for a majority of independent masters (Redlock). Both
+// are lockstore.Stores; core.New(client) is core.NewWithStore on New(client),
+// and core.NewRedlock on NewRedlock(clients), whose Close also closes the
+// store.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	store := redisstore.New(client)
+//	defer store.Close()
+//	locker := core.NewWithStore(store, core.WithFencing(), core.WithNotify())
+//
+// # Commands
+//
+// Each call is one round trip: an uncontended acquire and release take two.
+//
+//   - Acquire is Redis's documented single-instance lock: SET key token NX PX
+//     ttl GET, one native command. GET returns the value the key had: none
+//     means the key is now ours, and the caller's own token means a re-sent
+//     attempt whose first reply was lost, ours too once its TTL is reset.
+//     Servers before Redis 7.0 reject NX with GET and run the same logic as
+//     acquire.lua; so does the first attempt of an Acquire, which expects a
+//     free name (FreeAcquirer: go-redis reports SET's nil reply as an error,
+//     at the cost of some twenty allocations).
+//   - Release is compare-and-delete (release.lua): the key is deleted only
+//     if it holds the token. The same script grants the lock to the first
+//     live waiter of the key's fair queue, if any, or else publishes on the
+//     key's release channel once the store was announced.
+//   - Extend is compare-and-extend (extend.lua, extend_fenced.lua).
+//   - With core.WithFair, Enqueue (enqueue.lua) takes a free key or queues
+//     the waiter (a sorted set and a hash next to the lock) in the same
+//     round trip; Poll (poll.lua) renews a Locker's waiters of a key at
+//     once; Dequeue (dequeue.lua) takes a waiter that gives up out of line,
+//     passing on a grant that reached it.
+//
+// The scripts are those of internal/redisscript, shared with the rueidis
+// store (stores/rueidis), so that Lockers on either client share one lock,
+// one fence counter, one release channel and one queue. Each is sent by EVAL
+// the first time on a deployment and by EVALSHA afterwards (EVAL again after
+// a NOSCRIPT, from a restarted or failed-over server). TTLs count
+// milliseconds on the server's clock.
+//
+// # Keys
+//
+// A lock's companion keys are its key plus a suffix: the fence counter
+// (key+":fence"), the fair queue and the release channel
+// (key+":released"). The Locker's keys carry a Redis Cluster hash tag
+// ("prefix{name}"), so that all of them live in one slot and every script
+// touches a single slot. Release messages use plain pub/sub, which Redis
+// Cluster broadcasts to every node.
+//
+// # Fencing
+//
+// With core.WithFencing the acquire script draws the fencing token in the
+// same atomic step: the larger of the key's counter + 1 and the server's
+// clock in microseconds (TIME), written back to the counter. Tokens are
+// strictly increasing per name, across processes and client restarts, and,
+// as the clock carries on where the counter is lost, across a FLUSHALL, a
+// restart without persistence, an evicted counter or a failover that lost
+// its latest value. The counter expires 5 s after the lock it was last drawn
+// for (at every fenced acquire and local hand-off; watchdog renewals do not
+// extend it), so that an idle name leaves nothing behind.
+//
+// The limit is the server's clock: a clock stepped back, or a failover to a
+// replica whose clock is behind by more than the time since the last token,
+// can repeat tokens. Keep the servers' clocks synchronised (NTP slewing, not
+// stepping). Memory pressure never repeats a token, but an evicted lock is a
+// lost lock: run the locks' Redis with maxmemory-policy noeviction. Fencing
+// needs Redis 5.0 or later, and replaces the native SET of the attempts
+// after the first by a script (a little more of Redis's CPU, the same round
+// trips). Tokens are about 1.7e15: store them in 64-bit columns.
+//
+// # Wake-ups
+//
+// With core.WithNotify the release script publishes on the key's channel,
+// at no extra round trip. Watch and Grants share one pub/sub connection per
+// store, subscribed to the channels of the keys that have waiters in this
+// process, or had one within the linger (core.WithNotifyLinger), so that a
+// hot name costs no SUBSCRIBE per wait. A fair waiter granted the lock by
+// the release script hears it there, and confirms it with a poll at once: a
+// hand-off between processes costs the releaser's one round trip and the
+// new holder's one. Messages may be lost; the waiters' random sleep and
+// polls are the fallback. Close the store (or the
+// Locker that owns it) to end the subscription.
+//
+// # Failures
+//
+// Give the client ContextTimeoutEnabled (redis.Options,
+// redis.ClusterOptions, redis.FailoverOptions): without it go-redis does not
+// cut a blocked socket read at the context's deadline, and the Locker's I/O
+// timeout no longer bounds a call to a stalled server (the client's own read
+// timeout does). core.New logs a warning for such a client.
+//
+// An attempt (acquire or enqueue) that fails after its command may have
+// reached Redis (a lost reply, a deadline, a stalled server) is undone by a
+// compare-and-delete of its token, at once and again every 250 ms in the
+// background until it deletes the key or Redis has answered for the
+// attempt's TTL (internal/undo), so that a late SET does not lock the name
+// without a holder. A failure to connect is not undone: nothing was sent.
+//
+// On a *redis.Client, New adds a hook that watches the client's dials:
+// go-redis retries a refused connection until the context's deadline and
+// then returns the context's error alone, and the hook lets the store report
+// the refusal instead (core.ErrStorage wrapping the dial error, so that
+// errors.Is(err, syscall.ECONNREFUSED) holds). After a storage error a
+// cluster client is asked to reload its slot map, so that a promoted replica
+// is found within a round of retries rather than at go-redis's periodic
+// reload.
+//
+// # Redlock
+//
+// NewRedlock keeps each lock on a majority of independent masters (no
+// replication between them, no cluster). An attempt sends the acquire to
+// every node in parallel and succeeds when N/2+1 of them set the key while
+// the lock is still valid: validity = TTL − time spent acquiring − drift (1%
+// of the TTL plus 2 ms). A failed attempt releases the key on every node.
+// Release, extensions, fencing and wake-ups work as on one deployment;
+// extensions also need the quorum, and the fencing token is the quorum's
+// highest, written back to the quorum before Acquire returns (one more round
+// trip), so that tokens stay strictly increasing across holders.
+//
+// Nodes that are down or cut off slow nothing down: an operation returns as
+// soon as its outcome is known (a quorum answered, after a grace as long
+// again as the quorum took; a quorum is out of reach; or the deadline
+// passed), and the calls of the other nodes go on in the background until
+// their deadline (go-redis does not abort a read in flight). A node that had
+// not answered counts as possibly holding the key, and a failed attempt
+// releases it there once its call has ended. With 5 nodes the lock keeps
+// working with 2 of them down or partitioned. With no quorum in reach, or a
+// quorum that comes only after the lock's validity, an attempt fails with a
+// storage error, not a busy lock. Close waits for the calls left in the
+// background.
+//
+// Redlock does not protect against a holder that pauses past its validity
+// (use fencing), and a node restarted without persistence forgets its locks:
+// restart nodes only after the longest TTL has passed, or run them with
+// appendfsync always. Give the clients a dial and read timeout well below
+// the TTL. A quorum keeps no queue: core.WithFair is refused (see
+// Redlock.Check).
+//
+// # Limits
+//
+// Replication in Redis is asynchronous: a failover (Sentinel, Cluster) may
+// promote a replica that never saw a lock, and a restart without persistence
+// frees every lock (fencing tokens carry on from the server's clock). Use
+// NewRedlock over independent nodes, and fencing, where that matters.
+package redisstore
