@@ -7,8 +7,10 @@
 # the formatting with gofmt, vets, builds and vets again with the newest
 # supported Go (GOTOOLCHAIN=go1.27.3), and runs every test with the race
 # detector, on the machine's Go, against real servers started by the tests
-# on loopback. Each module is vetted and tested on its own go.mod
-# (GOWORK=off), as its users build it; then the fault-history test runs on
+# on loopback. Each module is vetted and tested on a workspace of its own
+# (the module and the reqlock modules it requires, from their directories:
+# the module graph of a user's build at a release), not on the whole
+# go.work; then the fault-history test runs on
 # its own, on every store (REQLOCK_FAULTHISTORY=long ./scripts/test.sh runs
 # its long variants). A module that fails does not stop the others; the
 # script exits non-zero if any failed.
@@ -54,6 +56,21 @@ if [ "${#modules[@]}" -eq 0 ]; then
 	exit 1
 fi
 
+# Each module's own workspace (see check_module), written by
+# internal/release -work.
+works=$(mktemp -d "${TMPDIR:-/tmp}/reqlock-test.XXXXXX")
+trap 'rm -rf "$works"' EXIT
+(cd internal/release && GOWORK=off go build -o "$works/release" .)
+
+# own_work writes the workspace of the module in the directory $1 (relative
+# to the root; "" for the root module) and prints its path.
+own_work() {
+	local w="$works/work/${1:-root}"
+	mkdir -p "$w"
+	"$works/release" -root "$root" -work "${1:-.}" >"$w/go.work"
+	echo "$w/go.work"
+}
+
 # Every go.mod in the tree must belong to a module that go.work lists.
 missing=0
 while IFS= read -r gomod; do
@@ -81,20 +98,24 @@ go_files() {
 	find . -path ./.git -prune -o "${prune[@]}" -name '*.go' -print
 }
 
-# check_module formats, vets and tests the module in the current directory.
+# check_module formats, vets and tests the module in the current directory,
+# $1 relative to the root, on its own workspace: the go.mod files name their
+# sibling modules at a version (the release's), which the workspace serves
+# from their directories.
 check_module() {
-	local unformatted
+	local unformatted work
+	work=$(own_work "$1") || return 1
 	unformatted=$(go_files | xargs -r gofmt -l) || return 1
 	if [ -n "$unformatted" ]; then
 		echo "test.sh: files not formatted with gofmt:" >&2
 		echo "$unformatted" >&2
 		return 1
 	fi
-	GOWORK=off go vet ./... || return 1
+	GOWORK=$work go vet ./... || return 1
 	# The same code on the newest supported Go: it must build and vet there
 	# too. The race tests below stay on the machine's Go.
-	if ! { GOWORK=off GOTOOLCHAIN=$next_go go build ./... &&
-		GOWORK=off GOTOOLCHAIN=$next_go go vet ./...; }; then
+	if ! { GOWORK=$work GOTOOLCHAIN=$next_go go build ./... &&
+		GOWORK=$work GOTOOLCHAIN=$next_go go vet ./...; }; then
 		echo "test.sh: go build or go vet failed with Go ${next_go#go} (GOTOOLCHAIN=$next_go)" >&2
 		return 1
 	fi
@@ -103,7 +124,7 @@ check_module() {
 	# packages with their redis-servers side by side on a 2-core machine
 	# stall each other past those bounds.
 	# The fault history runs below, on its own: never within the modules.
-	REQLOCK_FAULTHISTORY= GOWORK=off go test -race -count=1 -p 1 ./... || return 1
+	REQLOCK_FAULTHISTORY= GOWORK=$work go test -race -count=1 -p 1 ./... || return 1
 }
 
 failed=()
@@ -112,7 +133,7 @@ for m in "${modules[@]}"; do
 	rel=${rel#/}
 	echo
 	echo "=== module $(cd "$m" && GOWORK=off go list -m) (${rel:-.})"
-	if ! (cd "$m" && check_module); then
+	if ! (cd "$m" && check_module "$rel"); then
 		failed+=("${rel:-.}")
 	fi
 done
@@ -129,7 +150,10 @@ fault_history=${REQLOCK_FAULTHISTORY:-1}
 for dir in internal/faulthistory internal/faulthistory/stores; do
 	echo
 	echo "=== fault history ($dir, REQLOCK_FAULTHISTORY=$fault_history)"
-	if ! (cd "$dir" && REQLOCK_FAULTHISTORY=$fault_history GOWORK=off go test -race -count=1 -v -timeout 40m -run '^TestFaultHistory$' .); then
+	mod=$dir
+	[ -f "$dir/go.mod" ] || mod=
+	if ! work=$(own_work "$mod") ||
+		! (cd "$dir" && REQLOCK_FAULTHISTORY=$fault_history GOWORK=$work go test -race -count=1 -v -timeout 40m -run '^TestFaultHistory$' .); then
 		failed+=("$dir (fault history)")
 	fi
 done
