@@ -37,41 +37,30 @@
 //
 // A name comes from the procedure ({route} is Spec().Procedure, such as
 // "/orders.v1.Orders/Pay"), request headers ({header.NAME}, the first value,
-// case-insensitive) and fields of the request message ({field.PATH}): a
-// field path goes through nested messages by field name (or JSON name), as
-// in "order.id", read with protoreflect (see package protokey for the
-// supported kinds). A field that is not set is missing. Path and query
-// parameters do not exist in connect calls; using them is a set-up error
-// (keyfunc.ErrUnsupported).
+// case-insensitive) and fields of the request message ({field.PATH}; see
+// package protokey for the paths and kinds it reads). Path and query
+// parameters do not exist in connect calls: a key that uses them fails every
+// call with CodeInternal (keyfunc.ErrUnsupported).
 //
 // # Codes
 //
-//   - CodeInvalidArgument: a key part is missing (keyfunc.ErrMissing) or
-//     unreadable;
-//   - CodeAborted: the name stayed busy for the whole wait budget
-//     (core.ErrTimeout);
-//   - CodeUnavailable: Redis is unavailable (core.ErrStorage), unless
-//     WithFailOpen;
-//   - CodeCanceled, CodeDeadlineExceeded: the caller went away, or its
-//     deadline (the call's timeout) passed, while the call waited for its
-//     lock;
-//   - CodeInternal: a set-up mistake seen per call (a bad field path, a path
-//     parameter, a key Func that can only fail).
+// A call that cannot be locked fails with the code that core.Outcome
+// documents (CodeInvalidArgument, CodeAborted, CodeUnavailable,
+// CodeDeadlineExceeded, CodeCanceled, CodeInternal); ToError is that
+// mapping, and WithErrorHandler replaces it. NewInterceptor panics on a bad
+// set-up; Check returns the error instead.
 //
-// Other set-up mistakes — an invalid option, a nil Locker or Func, a Locker
-// whose Err is not nil — make NewInterceptor panic at start-up with an error
-// listing them; Check returns that error instead. WithErrorHandler replaces
-// the mapping; when it returns nil, the default error is returned all the
-// same: a failure to lock never runs the handler. Only WithFailOpen (or
-// WithFailOpenHook) runs it unlocked, and only when Redis is unavailable.
+// # TTL and wait
+//
+// WithTTL and WithWait set the lock's TTL and wait budget for the
+// intercepted calls; a value set per call wins (see Option).
 //
 // # The handler's side
 //
-// The handler's context carries the lease — LeaseFromContext returns it —
-// and is cancelled when the lease is lost, its cause then wrapping
-// core.ErrNotHeld. The Locker's Acquire of the same name with that context
-// is reentrant. The lock is released when the handler returns, also when it
-// panics. The procedure labels the acquire for telemetry (core.Route).
+// The handler's context carries the lease (LeaseFromContext) and is
+// cancelled, with a cause wrapping core.ErrNotHeld, when the lease is lost;
+// with it, the Locker's Acquire of the same name is reentrant. The lock is
+// released when the handler returns, also when it panics.
 //
 // # Streams
 //
@@ -83,4 +72,10 @@
 // handler's context carries the lease from then on. The lock is held until
 // the handler returns. Streaming needs HTTP/2 (TLS, or h2c with
 // http.Protocols' SetUnencryptedHTTP2).
+//
+// # Fail-open
+//
+// WithFailOpen (or WithFailOpenHook, which also sees the storage error) runs
+// the handler unlocked when the store is unavailable, and only then;
+// LeaseFromContext then returns nil.
 package connectlock

@@ -8,6 +8,39 @@ import (
 // Outcome is how an acquire or a lease ended: the one vocabulary that
 // observers (telemetry, logs) and adapters (HTTP statuses, gRPC codes) share.
 // Classify turns an error into one; AcquireEvent and ReleaseEvent carry one.
+//
+// The framework adapters (ginlock, httplock, echolock, echo5lock, fiberlock,
+// fiber3lock; grpclock, connectlock, kratoslock) answer a request they
+// cannot lock by its outcome, all alike, and do not run its handler:
+//
+//	Outcome      HTTP              gRPC              when
+//	BadRequest   400               InvalidArgument   a key part is missing or unreadable
+//	Busy         409, Retry-After  Aborted           the name stayed busy for the whole wait
+//	Unavailable  503               Unavailable       the store failed or timed out
+//	Deadline     503               DeadlineExceeded  the request's deadline passed while it waited
+//	Canceled     499, no body      Canceled          the client went away while it waited
+//	Invalid      500               Internal          the Locker refused the name, TTL or wait
+//	Error        500               Internal          a key Func that fails otherwise; any other failure
+//
+// A 400 says which part (the key's error); other answers carry fixed texts
+// (a JSON {"error": "..."} over HTTP), so that lock names stay out of
+// responses, and the 499 is only for the logs. A slow store is Unavailable,
+// never Busy: its calls end at the Locker's I/O timeout. With the adapter's
+// WithFailOpen, an Unavailable request, and only that, runs unlocked instead.
+// kratoslock's errors carry the HTTP statuses over both of its transports,
+// but 504 for Deadline.
+//
+// A 500 is mostly a set-up mistake that shows when a request comes: a key
+// Func that fails otherwise (a bad argument such as keyfunc.Param(""), a
+// part its Source cannot give: keyfunc.ErrUnsupported), or a middleware
+// registered before routing, whose 500 then says where it goes. Mistakes
+// known at start-up (an invalid option, a nil Locker or key Func, a Locker
+// whose Err is not nil) are not answered: the adapter's constructor panics
+// with all of them, and its Check returns them instead.
+//
+// An HTTP adapter's WithBusyHandler and WithErrorHandler replace its answers,
+// except to a gone client; an RPC adapter's WithErrorHandler returns the
+// error to fail with, the default one when it returns nil.
 type Outcome uint8
 
 // Outcomes of an acquire.

@@ -64,9 +64,10 @@ func WithFailOpenHook(f func(c fiber.Ctx, err error)) Option {
 }
 
 // WithErrorHandler replaces the answers to every failure except a gone
-// client: f writes the response (c.Status(...).JSON(...), say); the next
-// handler is not called whatever f does, so it never runs without the lock,
-// and nothing is returned to Fiber's ErrorHandler. err wraps the sentinel of
+// client: f writes the response (c.Status(...).JSON(...), say); the
+// middleware does not call the next handler, and f must not either (a
+// c.Next in f runs the route's handler without the lock); nothing is
+// returned to Fiber's ErrorHandler. err wraps the sentinel of
 // its kind (keyfunc.ErrMissing, core.ErrTimeout, core.ErrStorage,
 // ErrRouteUnknown...). A busy name goes to the busy handler if one is set.
 func WithErrorHandler(f func(c fiber.Ctx, err error)) Option {
@@ -75,7 +76,7 @@ func WithErrorHandler(f func(c fiber.Ctx, err error)) Option {
 
 // WithBusyHandler replaces the answer to a name that stayed busy for the
 // whole wait budget (err wraps core.ErrTimeout): f writes the response; the
-// next handler is not called whatever f does.
+// middleware does not call the next handler, and f must not either.
 func WithBusyHandler(f func(c fiber.Ctx, err error)) Option {
 	return func(c *config) { c.SetBusyHandler(f) }
 }

@@ -1,17 +1,8 @@
 // Package fiberlock is reqlock's Fiber middleware (github.com/gofiber/fiber/v2):
-// it derives a lock name from the request, takes the lock, runs the route's
-// next handlers (c.Next) and releases the lock, so that requests for one
-// resource never run at once in the whole fleet.
+// it takes a lock named after the request, runs the route's next handlers
+// (c.Next) and releases the lock, so that requests for one resource never
+// run at once anywhere in the fleet.
 //
-//	import (
-//		"github.com/gofiber/fiber/v2"
-//
-//		"github.com/reqlock/reqlock/core"
-//		"github.com/reqlock/reqlock/fiberlock"
-//		"github.com/reqlock/reqlock/keyfunc"
-//	)
-//
-//	locker := core.New(redisClient)
 //	key, err := keyfunc.Template("order:{param.id}")
 //	if err != nil {
 //		log.Fatal(err)
@@ -19,99 +10,66 @@
 //	app := fiber.New()
 //	app.Post("/orders/:id/pay", fiberlock.New(locker, key), pay)
 //
-// Key templates read the route template ({route}, c.Route().Path, such as
-// "/orders/:id/pay"), path parameters (c.Params), query parameters, headers
-// and JSON body fields, as with every reqlock adapter (see keyfunc). A path
-// parameter is named by its unescaped value: Fiber gives c.Params as the
-// path spells it ("a%3Ab") unless fiber.Config's UnescapePath is set, and
-// the lock of /orders/a:b must be the same.
-//
 // # Where it goes: on the route, not in app.Use
 //
-// Give the middleware to the route, before the route's handler, as above.
-// Fiber runs the handlers of app.Use and of a group (app.Group("/orders",
-// lock)) as routes of their own, before the route with the parameters
-// matches: there c.Route() is the middleware's route ("/" for app.Use) and
-// c.Params knows only the parameters of that route's own path. A key that
-// needs a parameter the middleware's route does not have then fails on
-// every request: that is the server's mistake, not the client's, answered
-// 500 with an error saying where the middleware goes (ErrRouteUnknown). It
-// shows on the first request, not at start-up: Fiber does not tell a
-// handler where it is registered. {route} names the middleware's route
-// there, not the request's. A key of headers, query parameters or body
-// fields only works anywhere, app.Use included. To lock several routes,
-// give each the middleware (one New serves many routes):
+// Give the middleware to each route it locks, before the route's handler;
+// one New serves many routes. Fiber runs the handlers of app.Use and of a
+// group (app.Group("/orders", lock), Group.Use) as routes of their own,
+// before the request's route matches: there c.Route() is the middleware's
+// route ("/" for app.Use), and only the parameters of its own prefix are
+// known. A key that needs another parameter there fails on every request,
+// with a 500 whose message says where the middleware goes (ErrRouteUnknown);
+// a key of headers, query parameters or body fields works, but {route} names
+// the middleware's route. On a route, a key that names a parameter the route
+// does not have is answered 400, naming the route.
 //
 //	lock := fiberlock.New(locker, key)
 //	orders := app.Group("/orders")
 //	orders.Post("/:id/pay", lock, pay)
 //	orders.Post("/:id/cancel", lock, cancel)
 //
-// A {field.X} key reads the body that Fiber has already read into memory,
-// up to its BodyLimit (fiber.Config; 4 MiB by default, 413 beyond): nothing
-// is consumed, and the handler parses the whole body as usual
-// (c.BodyParser). WithMaxBody bounds the body parsed to find the field
-// (default keyfunc.DefaultMaxBody): a larger one is answered 400.
+// # Key, TTL and wait
+//
+// The key is a keyfunc.Func of the route (c.Route().Path), path parameters,
+// query, headers and JSON body fields (see keyfunc). A path parameter is
+// named by its unescaped value: Fiber gives "a%3Ab" for /orders/a%3Ab, whose
+// lock must be that of /orders/a:b. The middleware unescapes it whatever
+// fiber.Config's UnescapePath, so with UnescapePath set a value holding a
+// literal escape (/orders/%2541) is unescaped twice. A {field.X} key reads
+// the body Fiber has already buffered (up to its BodyLimit), parsed up to
+// WithMaxBody; the handler parses it as usual. WithTTL and WithWait set the
+// lock's TTL and wait budget per route; a value set per request on
+// c.UserContext() wins (see Option).
 //
 // # Answers
 //
-// When the lock cannot be taken the next handlers are not run, and the
-// middleware writes:
-//   - 400 and a JSON error naming the part ({"error": "..."}), when a key
-//     part is missing or unreadable (keyfunc.ErrMissing,
-//     keyfunc.ErrUnreadable), also a path parameter that the route the
-//     middleware is given to does not have;
-//   - 409 with Retry-After, when the name stayed busy for the whole wait
-//     budget (core.ErrTimeout; WithBusyHandler to change it);
-//   - 503, when Redis is unavailable (core.ErrStorage), unless WithFailOpen;
-//     also when the request's own deadline passed while waiting;
-//   - 499 without a body, when the request context was cancelled while it
-//     waited;
-//   - 500 and a JSON error saying where the middleware goes, when the key
-//     needs a path parameter and the middleware was given to app.Use or to
-//     a group, whose route does not have it (ErrRouteUnknown);
-//   - 500, when the key Func fails otherwise (keyfunc reports a bad argument,
-//     such as keyfunc.Param(""), through the Func it returns).
-//
-// These are written directly and the middleware returns nil: they do not go
-// through Fiber's ErrorHandler. WithErrorHandler and WithBusyHandler replace
-// them; the next handlers are not run whatever they do, even if they call
-// c.Next. Only WithFailOpen (or WithFailOpenHook, which also reports the
-// storage error) runs them unlocked, and only when Redis is unavailable.
+// A request that cannot be locked is answered as core.Outcome documents
+// (400, 409, 503, 499, 500), and the next handlers are not run. The
+// middleware writes the answer itself and returns nil: it does not go
+// through Fiber's ErrorHandler. An error the handlers return does, after the
+// lock is released. WithErrorHandler and WithBusyHandler write the answer
+// instead; they must not call c.Next, which would run the handlers unlocked.
+// New panics on a bad set-up; Check returns the error instead.
 //
 // Fiber (fasthttp) does not tell a handler that its client went away: a
-// request waiting for a busy name waits out its wait budget even when its
-// client is gone, and is answered 409 to nobody. Only a request context
-// cancelled by a middleware before this one (its deadline passed, say) ends
-// the wait early: 503 past a deadline, 499 otherwise.
-//
-// Set-up mistakes — an invalid option, a nil Locker or Func, a Locker whose
-// Err is not nil — are not answered at all: New panics with an error listing
-// them, at start-up. Check returns that error instead.
-//
-// WithWait and WithTTL set the wait budget and TTL per route; a per-request
-// value wins over them (see Option): WithTTLFunc, or core.ContextWithTTL and
-// core.ContextWithWait set on c.UserContext() by an earlier middleware. The
-// wait bounds the waiting for another holder, not a Redis call, which ends
-// at the Locker's I/O timeout.
+// request waits out its wait budget even when its client is gone. Only a
+// context cancelled by a handler before this one ends the wait early: 503
+// past its deadline, 499 otherwise.
 //
 // # The handler's side: c.UserContext(), not c.Context()
 //
-// Fiber's request context is c.UserContext(). While the handler runs, it
-// carries the lease — Lease(c) returns it — and is cancelled when the lease
-// is lost, its cause then wrapping core.ErrNotHeld. Pass it to the Locker
-// and to service functions: the Locker's Acquire of the same name is then
-// reentrant (a nested lease, no Redis call). Not c.Context(): that is
-// fasthttp's *RequestCtx, a context.Context that knows nothing of the lease;
-// an Acquire of the request's own name with it waits for the request's own
-// lock and fails with core.ErrTimeout. Reentrancy goes by context, not by
-// goroutine: a goroutine started with context.Background(), or another
-// request for the same name, waits like any other holder would.
+// c.UserContext() carries the lease (Lease(c)) and is cancelled, with a
+// cause wrapping core.ErrNotHeld, when the lease is lost. Pass it to the
+// Locker and to service functions: the Locker's Acquire of the same name is
+// then reentrant. c.Context() is fasthttp's *RequestCtx, which knows nothing
+// of the lease: an Acquire of the request's own name with it waits for the
+// request's own lock and fails with core.ErrTimeout. The lock is released
+// when c.Next returns, also on a panic; handlers before this one then find
+// their own context again in c.UserContext().
 //
-// The lock is released when c.Next returns, also when a handler panics (the
-// panic goes on to Fiber's recover middleware). An error the handlers
-// return is returned to Fiber, whose ErrorHandler writes it after the lock
-// is released. Handlers before this one then find their own context again
-// in c.UserContext(). The route template labels the acquire for telemetry
-// (core.Route); lock names never do.
+// # Fail-open
+//
+// WithFailOpen (or WithFailOpenHook, which also sees the storage error)
+// runs the next handlers unlocked when the store is unavailable, and only
+// then; Lease(c) is then nil.
 package fiberlock

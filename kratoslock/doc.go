@@ -53,46 +53,29 @@
 // # Errors
 //
 // A request that cannot be locked fails with a Kratos error
-// (github.com/go-kratos/kratos/v2/errors): its code is an HTTP status, from
-// which Kratos derives the gRPC code; its reason is "REQLOCK_" and the
-// outcome's name (core.Outcome) in upper case.
+// (github.com/go-kratos/kratos/v2/errors) whose code is the HTTP status that
+// core.Outcome documents, from which Kratos derives the gRPC code, but 504
+// (DeadlineExceeded) for a passed deadline; its reason is "REQLOCK_" and the
+// outcome's name in upper case, such as REQLOCK_BUSY. A busy answer's
+// Retry-After goes into the reply header (the HTTP response header, gRPC
+// header metadata). ToError is that mapping, and WithErrorHandler replaces
+// it. Server panics on a bad set-up; Check returns the error instead.
 //
-//   - 400 (InvalidArgument), REQLOCK_BAD_REQUEST: a key part is missing
-//     (keyfunc.ErrMissing) or unreadable;
-//   - 409 (Aborted), REQLOCK_BUSY: the name stayed busy for the whole wait
-//     budget (core.ErrTimeout); the reply header (the HTTP response header,
-//     gRPC header metadata) gets Retry-After (WithRetryAfter, 1 s by
-//     default);
-//   - 503 (Unavailable), REQLOCK_UNAVAILABLE: Redis is unavailable
-//     (core.ErrStorage), unless WithFailOpen;
-//   - 499 (Canceled), REQLOCK_CANCELED: the caller went away while the
-//     request waited for its lock;
-//   - 504 (DeadlineExceeded), REQLOCK_DEADLINE_EXCEEDED: the request's
-//     deadline — Kratos's server timeout (1 s unless set), or the gRPC
-//     caller's — passed while it waited for its lock;
-//   - 500 (Internal): a set-up mistake seen per request (a bad field path, a
-//     path parameter over gRPC, a key Func that can only fail).
+// # TTL and wait
 //
-// Other set-up mistakes — an invalid option, a nil Locker or Func, a Locker
-// whose Err is not nil — make Server panic at start-up with an error listing
-// them; Check returns that error instead. WithErrorHandler replaces the
-// mapping; when it returns nil, the default error is returned all the same:
-// a failure to lock never runs the handler. Only WithFailOpen (or
-// WithFailOpenHook) runs it unlocked, and only when Redis is unavailable.
-//
-// Kratos's server timeout also bounds the waiting: give the servers a
-// timeout longer than the wait budget (WithWait or core.WithWait), or a busy
-// name gives 504 instead of 409.
+// WithTTL and WithWait set the lock's TTL and wait budget for the
+// middleware; a value set per request wins (see Option). The request's
+// deadline, Kratos's server timeout (1 s unless set) or the gRPC caller's,
+// also bounds the waiting: give the servers a timeout longer than the wait
+// budget, or a busy name gives 504 instead of 409.
 //
 // # The handler's side
 //
-// The handler's context carries the lease — LeaseFromContext returns it —
-// and is cancelled when the lease is lost, its cause then wrapping
-// core.ErrNotHeld. The Locker's Acquire of the same name with that context
-// is reentrant. The lock is released when the rest of the chain returns,
-// also when it panics (put recovery.Recovery before the middleware to
-// answer the panic). The operation labels the acquire for telemetry
-// (core.Route).
+// The handler's context carries the lease (LeaseFromContext) and is
+// cancelled, with a cause wrapping core.ErrNotHeld, when the lease is lost;
+// with it, the Locker's Acquire of the same name is reentrant. The lock is
+// released when the rest of the chain returns, also when it panics (put
+// recovery.Recovery before the middleware to answer the panic).
 //
 // # Streams
 //
@@ -100,4 +83,10 @@
 // grpc.StreamMiddleware once per message sent or received, which is no
 // place for a lock held for a whole stream: to lock gRPC streams on Kratos,
 // give grpclock.StreamServerInterceptor to grpc.StreamInterceptor.
+//
+// # Fail-open
+//
+// WithFailOpen (or WithFailOpenHook, which also sees the storage error) runs
+// the handler unlocked when the store is unavailable, and only then;
+// LeaseFromContext then returns nil.
 package kratoslock
