@@ -2,6 +2,7 @@ package zkstore_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // HostProvider. The connection and the store are the caller's to close,
 // the store first.
 func ExampleNew() {
-	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 10*time.Second, zk.WithHostProvider(zkstore.NewHostProvider()), zk.WithDialer(zkstore.Dial))
+	conn, _, err := zk.Connect([]string{zkAddr}, 10*time.Second, zk.WithLogInfo(false), zk.WithHostProvider(zkstore.NewHostProvider()), zk.WithDialer(zkstore.Dial))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,5 +38,6 @@ func ExampleNew() {
 	}
 	defer lease.Release(ctx)
 	// Pass lease.Fence() to the resource, which refuses lower fences.
-	_ = lease.Fence()
+	fmt.Println(lease.Name(), "held, fenced:", lease.Fence() > 0)
+	// Output: order:42 held, fenced: true
 }

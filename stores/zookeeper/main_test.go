@@ -14,8 +14,11 @@ import (
 )
 
 // shared is the ZooKeeper server most tests use; each test locks keys of
-// its own.
-var shared *servers.Process
+// its own. zkAddr is its address, for the examples.
+var (
+	shared *servers.Process
+	zkAddr = "127.0.0.1:2181"
+)
 
 func TestMain(m *testing.M) {
 	testmain.Run(m, func() (func(), error) {
@@ -24,6 +27,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
+		zkAddr = shared.Addr()
 		return shared.Close, nil
 	})
 }
