@@ -27,10 +27,9 @@
 //
 // The key is a keyfunc.Func of the route, path parameters, query, headers
 // and JSON body fields (see keyfunc). A path parameter is named by its
-// unescaped value: Echo gives "a%3Ab" for /orders/a%3Ab, whose lock must be
-// that of /orders/a:b. But Echo gives a value already unescaped when the URL
-// has no RawPath, so one holding a literal escape (/orders/%2541) is
-// unescaped twice, to the lock of /orders/A; echo5lock unescapes once.
+// value unescaped once: Echo gives "a%3Ab" for /orders/a%3Ab, whose lock
+// must be that of /orders/a:b, and a value already unescaped when the URL
+// has no RawPath ("%41" for /orders/%2541), which stays as it is.
 //
 // For a {field.X} key the middleware reads the body, up to WithMaxBody, and
 // puts it back for c.Bind; bounding the body is the server's job

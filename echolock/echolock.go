@@ -28,7 +28,7 @@ func New(l *core.Locker, key keyfunc.Func, opts ...Option) echo.MiddlewareFunc {
 	flow := adapter.Must(newFlow(l, key, opts))
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) (err error) {
-			param := func(name string) string { return unescaped(c.Param(name)) }
+			param := func(name string) string { return unescaped(c.Param(name), c.Request()) }
 			src := &source{HTTPSource: keyfunc.HTTPSource{Request: c.Request(), Pattern: c.Path(), PathParam: param, MaxBody: flow.MaxBody()}, c: c}
 			parent := c.Request().Context()
 			flow.Serve(parent, c, src, func(ctx context.Context) {
@@ -85,11 +85,17 @@ func answer(c echo.Context, f adapter.Failure) {
 	_ = c.JSON(f.Status, map[string]string{"error": f.Message})
 }
 
-// unescaped returns a path parameter unescaped. Echo gives it as it is in
-// the request's path, escaped when the path has escapes ("a%3Ab"), so that
-// two spellings of one value would otherwise get two lock names; a value
-// that does not unescape is kept as it is.
-func unescaped(v string) string {
+// unescaped returns a path parameter value unescaped once, so that two
+// spellings of one value ("a%3Ab", "a:b") get one lock name. Echo's router
+// takes the values from r.URL.RawPath, escaped as the client spelled them,
+// when the request has one (RawPath is set only when the path's escaping
+// is not the default), and from the decoded r.URL.Path otherwise: only the
+// former are unescaped, for a value such as "%41" (/orders/%2541) must not
+// become "A". A value that does not unescape is kept as it is.
+func unescaped(v string, r *http.Request) string {
+	if r.URL.RawPath == "" {
+		return v
+	}
 	if u, err := url.PathUnescape(v); err == nil {
 		return u
 	}

@@ -613,10 +613,16 @@ func TestKeyParts(t *testing.T) {
 	e := adaptertest.NewEnv(t, nil)
 	key := must(keyfunc.Template("{route}|{param.id}|{query.page}|{header.X-Tenant}|{field.order.n}"))
 	h := router(echolock.New(e.Locker, key), func(c echo.Context) error { return c.String(http.StatusOK, echolock.Lease(c).Name()) })
-	for _, path := range []string{"/orders/a%3Ab?page=3", "/orders/a:b?page=%33"} {
-		w := do(h, context.Background(), path, `{"order":{"n":12.50}}`, "X-Tenant", "acme")
-		if want := "/orders/%3Aid|a%3Ab|3|acme|12.5"; w.Code != http.StatusOK || w.Body.String() != want {
-			t.Errorf("%s: status %d, name %q, want %q", path, w.Code, w.Body, want)
+	for _, tc := range []struct{ path, want string }{
+		{"/orders/a%3Ab?page=3", "/orders/%3Aid|a%3Ab|3|acme|12.5"},
+		{"/orders/a:b?page=%33", "/orders/%3Aid|a%3Ab|3|acme|12.5"},
+		{"/orders/%2541?page=3", "/orders/%3Aid|%2541|3|acme|12.5"},     // "%41", not "A"
+		{"/orders/%25%34%31?page=3", "/orders/%3Aid|%2541|3|acme|12.5"}, // the same value
+		{"/orders/A?page=3", "/orders/%3Aid|A|3|acme|12.5"},
+	} {
+		w := do(h, context.Background(), tc.path, `{"order":{"n":12.50}}`, "X-Tenant", "acme")
+		if w.Code != http.StatusOK || w.Body.String() != tc.want {
+			t.Errorf("%s: status %d, name %q, want %q", tc.path, w.Code, w.Body, tc.want)
 		}
 	}
 }

@@ -32,10 +32,10 @@
 //
 // The key is a keyfunc.Func of the route (c.Route().Path), path parameters,
 // query, headers and JSON body fields (see keyfunc). A path parameter is
-// named by its unescaped value: Fiber gives "a%3Ab" for /orders/a%3Ab, whose
-// lock must be that of /orders/a:b. The middleware unescapes it whatever
-// fiber.Config's UnescapePath, so with UnescapePath set a value holding a
-// literal escape (/orders/%2541) is unescaped twice. A {field.X} key reads
+// named by its value unescaped once: Fiber gives "a%3Ab" for /orders/a%3Ab,
+// whose lock must be that of /orders/a:b, unless fiber.Config's
+// UnescapePath has unescaped it already ("a%41" for /orders/a%2541, which
+// stays as it is). A {field.X} key reads
 // the body Fiber has already buffered (up to its BodyLimit), parsed up to
 // WithMaxBody; the handler parses it as usual. WithTTL and WithWait set the
 // lock's TTL and wait budget per route; a value set per request on

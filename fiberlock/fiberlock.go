@@ -120,8 +120,11 @@ func (s *source) Param(name string) (string, error) {
 	}
 	// Fiber gives it escaped, as it is in the path, unless its UnescapePath
 	// is set: two spellings of one value ("a:b", "a%3Ab") get one name.
-	if u, err := url.PathUnescape(v); err == nil {
-		v = u
+	// Once only: with UnescapePath, "a%2541" is already "a%41".
+	if strings.IndexByte(v, '%') >= 0 && !s.c.App().Config().UnescapePath {
+		if u, err := url.PathUnescape(v); err == nil {
+			v = u
+		}
 	}
 	return strings.Clone(v), nil
 }

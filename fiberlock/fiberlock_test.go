@@ -710,3 +710,24 @@ func TestOverLoopback(t *testing.T) {
 }
 
 func handlerName(c *fiber.Ctx) error { return c.SendString(fiberlock.Lease(c).Name()) }
+
+// TestUnescapePath: a path parameter is unescaped once, whether Fiber
+// unescapes the path (fiber.Config's UnescapePath) or not: /orders/a%3Ab
+// and /orders/a:b name one lock, and /orders/a%2541 is "a%41" either way.
+func TestUnescapePath(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	key := keyfunc.Join(keyfunc.Const("order"), keyfunc.Param("id"))
+	for _, unescape := range []bool{false, true} {
+		app := fiber.New(fiber.Config{UnescapePath: unescape})
+		app.Post("/orders/:id", fiberlock.New(e.Locker, key), handlerName)
+		for path, want := range map[string]string{
+			"/orders/a%3Ab":  "order:" + keyfunc.Escape("a:b"),
+			"/orders/a:b":    "order:" + keyfunc.Escape("a:b"),
+			"/orders/a%2541": "order:" + keyfunc.Escape("a%41"),
+		} {
+			if w := mustDo(t, app, path, ""); w.Code != http.StatusOK || w.Body != want {
+				t.Errorf("UnescapePath %v, %s: status %d, name %q, want %q", unescape, path, w.Code, w.Body, want)
+			}
+		}
+	}
+}
