@@ -60,7 +60,7 @@ require (
 	github.com/pelletier/go-toml/v2 v2.4.3 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.1 // indirect
-	github.com/reqlock/reqlock/protokey v0.0.0-00010101000000-000000000000 // indirect
+	github.com/reqlock/reqlock/protokey v0.1.0 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.2 // indirect
 	github.com/yuin/gopher-lua v1.1.2 // indirect
@@ -90,25 +90,13 @@ require (
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/gorilla/mux v1.8.1
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/ginlock v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/grpclock v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/otel v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/stores/etcd v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/stores/memcached v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/stores/sql v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/stores/zookeeper v0.0.0-00010101000000-000000000000
+	github.com/reqlock/reqlock v0.1.0
+	github.com/reqlock/reqlock/ginlock v0.1.0
+	github.com/reqlock/reqlock/grpclock v0.1.0
+	github.com/reqlock/reqlock/otel v0.1.0
+	github.com/reqlock/reqlock/stores/etcd v0.1.0
+	github.com/reqlock/reqlock/stores/memcached v0.1.0
+	github.com/reqlock/reqlock/stores/sql v0.1.0
+	github.com/reqlock/reqlock/stores/zookeeper v0.1.0
 	go.etcd.io/etcd/client/v3 v3.7.3
-)
-
-replace (
-	github.com/reqlock/reqlock => ../
-	github.com/reqlock/reqlock/ginlock => ../ginlock
-	github.com/reqlock/reqlock/grpclock => ../grpclock
-	github.com/reqlock/reqlock/otel => ../otel
-	github.com/reqlock/reqlock/protokey => ../protokey
-	github.com/reqlock/reqlock/stores/etcd => ../stores/etcd
-	github.com/reqlock/reqlock/stores/memcached => ../stores/memcached
-	github.com/reqlock/reqlock/stores/sql => ../stores/sql
-	github.com/reqlock/reqlock/stores/zookeeper => ../stores/zookeeper
 )

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/gofiber/fiber/v3 v3.1.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
+	github.com/reqlock/reqlock v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -28,5 +28,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.34.0 // indirect
 )
-
-replace github.com/reqlock/reqlock => ../

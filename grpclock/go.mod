@@ -20,11 +20,6 @@ require (
 )
 
 require (
-	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/protokey v0.0.0-00010101000000-000000000000
-)
-
-replace (
-	github.com/reqlock/reqlock => ../
-	github.com/reqlock/reqlock/protokey => ../protokey
+	github.com/reqlock/reqlock v0.1.0
+	github.com/reqlock/reqlock/protokey v0.1.0
 )

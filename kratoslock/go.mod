@@ -6,8 +6,8 @@ require (
 	github.com/go-kratos/kratos/v2 v2.8.3
 	github.com/gorilla/mux v1.8.1
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/protokey v0.0.0-00010101000000-000000000000
+	github.com/reqlock/reqlock v0.1.0
+	github.com/reqlock/reqlock/protokey v0.1.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -26,9 +26,4 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-)
-
-replace (
-	github.com/reqlock/reqlock => ../
-	github.com/reqlock/reqlock/protokey => ../protokey
 )

@@ -26,6 +26,4 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
-require github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
-
-replace github.com/reqlock/reqlock => ../
+require github.com/reqlock/reqlock v0.1.0

@@ -8,12 +8,12 @@ require (
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/rueidis v1.0.79
-	github.com/reqlock/reqlock v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/stores/etcd v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/stores/memcached v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/stores/rueidis v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/stores/sql v0.0.0-00010101000000-000000000000
-	github.com/reqlock/reqlock/stores/zookeeper v0.0.0-00010101000000-000000000000
+	github.com/reqlock/reqlock v0.1.0
+	github.com/reqlock/reqlock/stores/etcd v0.1.0
+	github.com/reqlock/reqlock/stores/memcached v0.1.0
+	github.com/reqlock/reqlock/stores/rueidis v0.1.0
+	github.com/reqlock/reqlock/stores/sql v0.1.0
+	github.com/reqlock/reqlock/stores/zookeeper v0.1.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/zap v1.28.0
 	google.golang.org/grpc v1.85.0
@@ -42,13 +42,4 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/reqlock/reqlock => ../../../
-	github.com/reqlock/reqlock/stores/etcd => ../../../stores/etcd
-	github.com/reqlock/reqlock/stores/memcached => ../../../stores/memcached
-	github.com/reqlock/reqlock/stores/rueidis => ../../../stores/rueidis
-	github.com/reqlock/reqlock/stores/sql => ../../../stores/sql
-	github.com/reqlock/reqlock/stores/zookeeper => ../../../stores/zookeeper
 )
