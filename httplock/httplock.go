@@ -28,7 +28,11 @@ func New(l *core.Locker, key keyfunc.Func, opts ...Option) func(http.Handler) ht
 	flow := adapter.Must(cfg.flow(l, key, opts))
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			src := &source{HTTPSource: keyfunc.HTTPSource{Request: r, Pattern: r.Pattern, MaxBody: flow.MaxBody()}}
+			// An empty route says that routing has not run only where the
+			// route comes from the same router as the parameters: ServeMux's
+			// r.Pattern, or WithRoute.
+			src := &source{HTTPSource: keyfunc.HTTPSource{Request: r, Pattern: r.Pattern, MaxBody: flow.MaxBody()},
+				routeTells: cfg.pathParam == nil || cfg.route != nil}
 			if cfg.route != nil {
 				src.Pattern = cfg.route(r)
 			}
@@ -108,12 +112,13 @@ var ErrRouteUnknown = errors.New("httplock: the middleware runs before routing, 
 // key asked for, and did not get, while the route is not known.
 type source struct {
 	keyfunc.HTTPSource
-	unrouted string // "the route", `path parameter "id"`; "" when routing was not missed
+	routeTells bool   // an empty Pattern means that routing has not run
+	unrouted   string // "the route", `path parameter "id"`; "" when routing was not missed
 }
 
 // Route returns the route template, noting when it is not known.
 func (s *source) Route() string {
-	if s.Pattern == "" && s.unrouted == "" {
+	if s.Pattern == "" && s.routeTells && s.unrouted == "" {
 		s.unrouted = "the route"
 	}
 	return s.Pattern
@@ -123,7 +128,7 @@ func (s *source) Route() string {
 // while the route is not known.
 func (s *source) Param(name string) (string, error) {
 	v, err := s.HTTPSource.Param(name)
-	if v == "" && err == nil && s.Pattern == "" && s.unrouted == "" {
+	if v == "" && err == nil && s.Pattern == "" && s.routeTells && s.unrouted == "" {
 		s.unrouted = fmt.Sprintf("path parameter %q", name)
 	}
 	return v, err

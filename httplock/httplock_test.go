@@ -411,3 +411,18 @@ func TestBeforeRoutingIs500(t *testing.T) {
 		t.Errorf("a missing header on the handler: status %d %s; want 400", w.Code, w.Body)
 	}
 }
+
+// TestEmptyParamOfAnotherRouterIs400: with WithPathParam but no WithRoute
+// (gorilla/mux's or chi's parameters, no route template), an empty route
+// says nothing about routing: a parameter the router left empty is the
+// client's (400), not a misplacement (500).
+func TestEmptyParamOfAnotherRouterIs400(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil)
+	empty := httplock.WithPathParam(func(*http.Request, string) string { return "" })
+	h := httplock.New(e.Locker, orderKey, empty)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the handler ran without its lock")
+	}))
+	if w := do(h, context.Background(), "/orders/", ""); w.Code != http.StatusBadRequest {
+		t.Errorf("status %d %s, want 400", w.Code, w.Body)
+	}
+}

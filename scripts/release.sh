@@ -32,6 +32,8 @@ if [ -n "$(git status --porcelain)" ]; then
 	exit 1
 fi
 
+# Until the release commit is made, a failure puts the files back.
+trap 'git reset -q && git checkout -q -- .' ERR
 tags=$(cd internal/release && GOWORK=off go run . -root "$root" -version "$version")
 for tag in $tags; do
 	if git rev-parse -q --verify "refs/tags/$tag" >/dev/null; then
@@ -43,6 +45,7 @@ done
 
 git add -A
 git commit -q -m "release $version"
+trap - ERR
 count=0
 for tag in $tags; do
 	git tag -a "$tag" -m "reqlock $version"

@@ -67,7 +67,7 @@ trap 'rm -rf "$works"' EXIT
 own_work() {
 	local w="$works/work/${1:-root}"
 	mkdir -p "$w"
-	"$works/release" -root "$root" -work "${1:-.}" >"$w/go.work"
+	"$works/release" -root "$root" -work "${1:-.}" >"$w/go.work" || return 1
 	echo "$w/go.work"
 }
 

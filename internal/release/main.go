@@ -154,6 +154,13 @@ func Modules(root string) ([]Module, error) {
 	if len(mods) == 0 || mods[0].Dir != "" {
 		return nil, errors.New("release: go.work does not use the root module (.)")
 	}
+	// The go command finds a nested module's tag (DIR/vX.Y.Z) by its path
+	// below the root module's: the two must agree.
+	for _, m := range mods[1:] {
+		if m.Path != mods[0].Path+"/"+m.Dir {
+			return nil, fmt.Errorf("release: the module in %s is %s, not %s/%s: its tags would not be found", m.Dir, m.Path, mods[0].Path, m.Dir)
+		}
+	}
 	return mods, nil
 }
 

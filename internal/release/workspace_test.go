@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -50,5 +51,25 @@ func TestWorkspace(t *testing.T) {
 	}
 	if _, err := Workspace(top, "nowhere"); err == nil {
 		t.Error("Workspace of a directory with no module: no error")
+	}
+}
+
+// TestModulesPathMustMatchDir: a nested module whose path is not the root's
+// path and its directory is refused: the go command would not find its
+// tags.
+func TestModulesPathMustMatchDir(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "go.work"), []byte("go 1.26.0\n\nuse (\n\t.\n\t./a\n)\n"))
+	write(t, filepath.Join(root, "go.mod"), []byte("module example.com/r\n\ngo 1.26.0\n"))
+	if err := os.MkdirAll(filepath.Join(root, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(root, "a", "go.mod"), []byte("module example.com/r/b\n\ngo 1.26.0\n"))
+	if _, err := Modules(root); err == nil || !strings.Contains(err.Error(), "its tags would not be found") {
+		t.Errorf("Modules: %v, want the mismatch named", err)
+	}
+	write(t, filepath.Join(root, "a", "go.mod"), []byte("module example.com/r/a\n\ngo 1.26.0\n"))
+	if _, err := Modules(root); err != nil {
+		t.Errorf("Modules of matching paths: %v", err)
 	}
 }

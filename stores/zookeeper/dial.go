@@ -1,6 +1,8 @@
 package zkstore
 
 import (
+	"encoding/binary"
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -40,19 +42,36 @@ func Dial(network, address string, timeout time.Duration) (net.Conn, error) {
 
 var _ zk.Dialer = Dial
 
-// handshakeConn is a connection whose deadlines, until the first answer
-// was read, are a tenth of those go-zookeeper asks for (see Dial).
+// handshakeConn is a connection whose deadlines, until the whole answer to
+// the connect request was read, are a tenth of those go-zookeeper asks for
+// (see Dial). go-zookeeper clears the read deadline once it has the answer's
+// 4-byte length and reads the rest with none: until that rest has come, a
+// cleared read deadline is replaced by the last one set.
 type handshakeConn struct {
 	net.Conn
 	now func() time.Time
 
 	mu       sync.Mutex
-	answered bool // a read returned data: the handshake's answer came
+	answered bool      // the whole answer was read: the handshake is over
+	header   []byte    // the answer's length, as far as read
+	left     int       // the bytes of the answer's body still to read, once header is whole
+	readBy   time.Time // the last read deadline set during the handshake
 }
 
-// SetReadDeadline sets the read deadline, shortened during the handshake.
+// SetReadDeadline sets the read deadline, shortened during the handshake,
+// where no deadline keeps the last one.
 func (c *handshakeConn) SetReadDeadline(t time.Time) error {
-	return c.Conn.SetReadDeadline(c.bound(t))
+	t = c.bound(t)
+	c.mu.Lock()
+	if !c.answered {
+		if t.IsZero() {
+			t = c.readBy
+		} else {
+			c.readBy = t
+		}
+	}
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
 }
 
 // SetWriteDeadline sets the write deadline, shortened during the
@@ -61,21 +80,41 @@ func (c *handshakeConn) SetWriteDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(c.bound(t))
 }
 
-// SetDeadline sets both deadlines, shortened during the handshake.
+// SetDeadline sets both deadlines, as SetReadDeadline and SetWriteDeadline
+// do.
 func (c *handshakeConn) SetDeadline(t time.Time) error {
-	return c.Conn.SetDeadline(c.bound(t))
+	return errors.Join(c.SetReadDeadline(t), c.SetWriteDeadline(t))
 }
 
-// Read reads from the connection and notes the handshake's end at the
-// first data read.
+// Read reads from the connection and notes the handshake's end once the
+// whole answer (a 4-byte big-endian length, then that many bytes) was read.
 func (c *handshakeConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
-		c.answered = true
+		if !c.answered {
+			c.consume(p[:n])
+		}
 		c.mu.Unlock()
 	}
 	return n, err
+}
+
+// consume counts b, read during the handshake, towards the whole answer.
+func (c *handshakeConn) consume(b []byte) {
+	if need := 4 - len(c.header); need > 0 {
+		k := min(need, len(b))
+		c.header = append(c.header, b[:k]...)
+		b = b[k:]
+		if len(c.header) < 4 {
+			return
+		}
+		c.left = int(binary.BigEndian.Uint32(c.header))
+	}
+	c.left -= len(b)
+	if c.left <= 0 {
+		c.answered = true
+	}
 }
 
 // bound returns the deadline t, or during the handshake one a tenth as far

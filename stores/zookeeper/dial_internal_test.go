@@ -27,7 +27,7 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 // stays; after the answer they pass unchanged.
 func TestHandshakeDeadlines(t *testing.T) {
 	now := time.Unix(1000, 0)
-	inner := &deadlineConn{data: []byte{0, 0, 0, 36}}
+	inner := &deadlineConn{data: append([]byte{0, 0, 0, 36}, make([]byte, 36)...)}
 	c := &handshakeConn{Conn: inner, now: func() time.Time { return now }}
 
 	recv := 20 * time.Second // go-zookeeper's read timeout for a 30 s session
@@ -43,14 +43,34 @@ func TestHandshakeDeadlines(t *testing.T) {
 	if want := now.Add(recv); !inner.read.Equal(want) || !inner.write.Equal(want) {
 		t.Errorf("handshake deadlines %v, %v from now, want %v", inner.read.Sub(now), inner.write.Sub(now), recv)
 	}
-	_ = c.SetReadDeadline(time.Time{})
-	if !inner.read.IsZero() {
-		t.Errorf("no deadline became %v", inner.read)
+	_ = c.SetWriteDeadline(time.Time{})
+	if !inner.write.IsZero() {
+		t.Errorf("no write deadline became %v", inner.write)
 	}
 
-	buf := make([]byte, 4)
-	if n, _ := c.Read(buf); n != 4 {
+	// The answer's length, then go-zookeeper clears the read deadline and
+	// reads the body: the handshake's deadline stays until it is whole.
+	_ = c.SetReadDeadline(now.Add(10 * recv))
+	if n, _ := c.Read(make([]byte, 4)); n != 4 {
 		t.Fatalf("read %d bytes, want 4", n)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if want := now.Add(recv); !inner.read.Equal(want) {
+		t.Errorf("read deadline cleared before the answer's body: %v from now, want %v", inner.read.Sub(now), recv)
+	}
+	if n, _ := c.Read(make([]byte, 20)); n != 20 {
+		t.Fatalf("read %d bytes, want 20", n)
+	}
+	_ = c.SetReadDeadline(now.Add(10 * recv))
+	if want := now.Add(recv); !inner.read.Equal(want) {
+		t.Errorf("read deadline with 16 bytes of the answer to come: %v from now, want %v", inner.read.Sub(now), recv)
+	}
+	if n, _ := c.Read(make([]byte, 16)); n != 16 {
+		t.Fatalf("read %d bytes, want 16", n)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if !inner.read.IsZero() {
+		t.Errorf("no deadline after the answer became %v", inner.read)
 	}
 	later := now.Add(recv)
 	_ = c.SetReadDeadline(later)
