@@ -63,14 +63,9 @@ func main() {
 // are, the lines change nothing. Replaces of the modules at other versions
 // are dropped.
 func replaceInWork(root string, mods []Module, version string) error {
-	name := filepath.Join(root, "go.work")
-	data, err := os.ReadFile(name)
+	work, err := readWork(root)
 	if err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	work, err := modfile.ParseWork(name, data, nil)
-	if err != nil {
-		return fmt.Errorf("release: %w", err)
+		return err
 	}
 	for _, r := range work.Replace {
 		if sibling(mods, r.Old.Path) {
@@ -89,10 +84,24 @@ func replaceInWork(root string, mods []Module, version string) error {
 		}
 	}
 	work.Cleanup()
-	if err := os.WriteFile(name, modfile.Format(work.Syntax), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "go.work"), modfile.Format(work.Syntax), 0o644); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	return nil
+}
+
+// readWork reads and parses root's go.work.
+func readWork(root string) (*modfile.WorkFile, error) {
+	name := filepath.Join(root, "go.work")
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	work, err := modfile.ParseWork(name, data, nil)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	return work, nil
 }
 
 // Module is one module of the workspace.
@@ -123,13 +132,9 @@ func (m Module) Released() bool {
 // Modules returns the modules that root's go.work uses, the root module
 // first.
 func Modules(root string) ([]Module, error) {
-	data, err := os.ReadFile(filepath.Join(root, "go.work"))
+	work, err := readWork(root)
 	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	work, err := modfile.ParseWork("go.work", data, nil)
-	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, err
 	}
 	var mods []Module
 	for _, u := range work.Use {
@@ -318,13 +323,12 @@ func Workspace(root, dir string) ([]byte, error) {
 		}
 	}
 	var b bytes.Buffer
-	data, err := os.ReadFile(filepath.Join(root, "go.work"))
+	work, err := readWork(root)
 	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, err
 	}
-	work, err := modfile.ParseWork("go.work", data, nil)
-	if err != nil || work.Go == nil {
-		return nil, fmt.Errorf("release: go.work has no go line: %v", err)
+	if work.Go == nil {
+		return nil, errors.New("release: go.work has no go line")
 	}
 	fmt.Fprintf(&b, "go %s\n\nuse (\n", work.Go.Version)
 	for _, d := range dirs {
