@@ -19,7 +19,16 @@ type callConfig struct {
 	routeWaitSet    bool
 	route           string
 	routeSet        bool
+	mode            Mode // Shared, Permits; ModeExclusive by default
+	permits         int  // n of Permits(n)
 	err             error
+}
+
+// setErr keeps the first error an option reports.
+func (c *callConfig) setErr(err error) {
+	if c.err == nil {
+		c.err = err
+	}
 }
 
 // TTL makes the lock live for ttl, whatever the context says. ttl is rounded

@@ -19,6 +19,14 @@ type Lease struct {
 	key    string
 	token  string
 	fence  int64
+	// mode, permits and slot say how the lease holds its name (Shared,
+	// Permits); a share is released and extended through the Sharer.
+	mode    Mode
+	permits int
+	slot    int
+	// parts are the leases of the names of an AcquireAll lease, in
+	// canonical order; nil for the lease of one name.
+	parts []*Lease
 
 	// parent is the outermost lease of a nested (reentrant) lease, which
 	// owns the hold in the store; nil for a lease that owns it itself.
@@ -178,8 +186,22 @@ func validFor(ttl time.Duration) time.Duration {
 	return drift.ValidFor(ttl)
 }
 
-// Name returns the lock name given to Acquire.
+// Name returns the lock name given to Acquire; for a lease of
+// AcquireAll, the first of its names in canonical order (see Names).
 func (l *Lease) Name() string { return l.name }
+
+// Mode returns how the lease holds its name: ModeExclusive, ModeShared or
+// ModePermits.
+func (l *Lease) Mode() Mode { return l.mode }
+
+// Permits returns the n of Permits(n) the lease was taken with, 0 in the
+// other modes.
+func (l *Lease) Permits() int { return l.permits }
+
+// Slot returns which of the n slots of Permits(n) the lease holds, 0 to
+// n-1, distinct among the name's holders at any instant: a handler works
+// on segment Slot() of a hot item's stock. It is 0 in the other modes.
+func (l *Lease) Slot() int { return l.slot }
 
 // Key returns the store key that holds the lock.
 func (l *Lease) Key() string { return l.key }

@@ -47,6 +47,11 @@ type AcquireCall struct {
 	// Attempts counts the store attempts made so far; read it after next
 	// returns.
 	Attempts int
+	// Mode is how the call holds the name (Shared, Permits), and Permits
+	// the n of Permits(n) (0 otherwise). Handlers read them; changing them
+	// is not supported.
+	Mode    Mode
+	Permits int
 
 	// What the innermost link left for Acquire: the lease, the local wait,
 	// whether the lock was handed off.
@@ -144,6 +149,7 @@ type StartEvent struct {
 	Route string        // the route label, "" if none
 	TTL   time.Duration // the TTL asked for
 	Start time.Time     // when Acquire was called
+	Mode  Mode          // how the call holds the name
 }
 
 // LeaseObserver is told how one lease ended. It is the per-lease state of an
@@ -160,8 +166,11 @@ type AcquireEvent struct {
 	Key   string
 	Route string        // the route label, "" if none
 	TTL   time.Duration // the TTL asked for
-	Start time.Time     // when Acquire was called
-	End   time.Time     // when it returned
+	Mode  Mode          // how the call holds the name
+	// Permits is the n of Permits(n), 0 in the other modes.
+	Permits int
+	Start   time.Time // when Acquire was called
+	End     time.Time // when it returned
 	// Attempts is the number of store attempts; 0 for a lock handed off
 	// by the previous holder in this process.
 	Attempts int
