@@ -5,33 +5,54 @@ import (
 	"strings"
 )
 
-// migrations holds the DDL of the lock table, one file per dialect, written
-// for DefaultTable.
+// migrations holds the DDL of the tables, files per dialect, written for
+// DefaultTable: the lock table (and on PostgreSQL its fencing sequence),
+// then the share table.
 //
-//go:embed migrations/postgresql.sql migrations/mysql.sql
+//go:embed migrations/postgresql.sql migrations/mysql.sql migrations/postgresql_share.sql migrations/mysql_share.sql
 var migrations embed.FS
 
-// migrationFile returns the path of d's migration in this module.
-func (d Dialect) migrationFile() string {
+// The suffixes of the names of the fencing sequence (PostgreSQL) and the
+// share table, after the lock table's name: at most 6 bytes, for
+// maxTableLen.
+const (
+	fenceSuffix = "_fence"
+	shareSuffix = "_share"
+)
+
+// migrationFiles returns the paths of d's migrations in this module, in
+// the order to run them.
+func (d Dialect) migrationFiles() []string {
 	if d == PostgreSQL {
-		return "migrations/postgresql.sql"
+		return []string{"migrations/postgresql.sql", "migrations/postgresql_share.sql"}
 	}
-	return "migrations/mysql.sql"
+	return []string{"migrations/mysql.sql", "migrations/mysql_share.sql"}
 }
 
-// migration returns d's DDL for table: the embedded file, with the names
-// replaced (and quoted) when table is not DefaultTable.
+// migrationFile names d's migrations for an error message.
+func (d Dialect) migrationFile() string {
+	return strings.Join(d.migrationFiles(), " and ")
+}
+
+// migration returns d's DDL for table: the embedded files, one after the
+// other, with the names replaced (and quoted) when table is not
+// DefaultTable.
 func (d Dialect) migration(table string) string {
-	b, err := migrations.ReadFile(d.migrationFile())
-	if err != nil {
-		panic("sqlstore: " + err.Error()) // embedded: cannot happen
+	var parts []string
+	for _, f := range d.migrationFiles() {
+		b, err := migrations.ReadFile(f)
+		if err != nil {
+			panic("sqlstore: " + err.Error()) // embedded: cannot happen
+		}
+		parts = append(parts, string(b))
 	}
-	text := string(b)
+	text := strings.Join(parts, "\n")
 	if table == DefaultTable {
 		return text
 	}
-	return strings.NewReplacer( // the longer name first: it wins at the same position
-		DefaultTable+"_fence", d.quote(table+"_fence"),
+	return strings.NewReplacer( // the longer names first: they win at the same position
+		DefaultTable+fenceSuffix, d.quote(table+fenceSuffix),
+		DefaultTable+shareSuffix, d.quote(table+shareSuffix),
 		DefaultTable, d.quote(table),
 	).Replace(text)
 }
@@ -73,8 +94,11 @@ type queries struct {
 	// resets its TTL (and draws a fence) under the same condition; undo
 	// frees it if the token holds it, expired or not (the clean-up of a
 	// failed attempt); purge deletes the rows of locks that expired long
-	// ago; check reads nothing but fails when the table is missing.
+	// ago; check reads nothing but fails when a table is missing.
 	acquire, release, extend, undo, purge, check string
+
+	// The statements of shares (shares.go).
+	shares shareQueries
 }
 
 // The PostgreSQL statements. Time is the database's: clock_timestamp(), the
@@ -106,9 +130,14 @@ RETURNING CASE WHEN $4::boolean THEN nextval('%[2]s') ELSE 0 END`
 
 	pgUndo = `DELETE FROM %[1]s WHERE name = $1 AND token = $2`
 
-	pgPurge = `DELETE FROM %[1]s WHERE expires_at <= clock_timestamp() - $1::bigint * interval '1 microsecond'`
+	// purge skips the rows that a transaction has locked (an acquire taking
+	// an expired lock over, a share call): it never waits for one, so it
+	// never joins a deadlock with an AcquireAll that locks rows in another
+	// order.
+	pgPurge = `DELETE FROM %[1]s WHERE name IN (
+SELECT name FROM %[1]s WHERE expires_at <= clock_timestamp() - $1::bigint * interval '1 microsecond' FOR UPDATE SKIP LOCKED)`
 
-	pgCheck = `SELECT 1 FROM %[1]s WHERE false`
+	pgCheck = `SELECT 1 FROM %[1]s, %[3]s WHERE false`
 )
 
 // The MySQL statements. Time is the database's: UTC_TIMESTAMP(6), the
@@ -162,5 +191,5 @@ WHERE name = ? AND token = ?`
 	// Arguments: age.
 	mysqlPurge = `DELETE FROM %[1]s WHERE expires_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`
 
-	mysqlCheck = `SELECT 1 FROM %[1]s WHERE 1 = 0`
+	mysqlCheck = `SELECT 1 FROM %[1]s, %[2]s WHERE 1 = 0`
 )

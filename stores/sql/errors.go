@@ -9,9 +9,9 @@ import (
 	"reflect"
 )
 
-// ErrNoTable is wrapped by the error of a call made while the lock table
-// (or on PostgreSQL its fencing sequence) does not exist. The message names
-// the migration to run; CreateTable creates them.
+// ErrNoTable is wrapped by the error of a call made while the lock table,
+// the share table or on PostgreSQL the fencing sequence does not exist.
+// The message names the migrations to run; CreateTable creates them.
 var ErrNoTable = errors.New("sqlstore: the lock table does not exist")
 
 // fail wraps err, the error of op, so that its kind is kept: ErrNoTable for
@@ -19,7 +19,7 @@ var ErrNoTable = errors.New("sqlstore: the lock table does not exist")
 // end of ctx as an I/O error of its own), the driver's error otherwise.
 func (s *Store) fail(ctx context.Context, op string, err error) error {
 	if undefinedTable(err) {
-		return fmt.Errorf("sqlstore: %s: %w: %s (create it with Store.CreateTable, or run the migration %s of github.com/reqlock/reqlock/stores/sql, Store.Migration): %w",
+		return fmt.Errorf("sqlstore: %s: %w: %s (create the tables with Store.CreateTable, or run the migrations %s of github.com/reqlock/reqlock/stores/sql, Store.Migration): %w",
 			op, ErrNoTable, s.table, s.dialect.migrationFile(), err)
 	}
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
@@ -37,6 +37,7 @@ const (
 	pgSerializationFailure = "40001"
 	pgDeadlock             = "40P01"
 	mysqlDeadlock          = 1213 // ER_LOCK_DEADLOCK
+	mysqlCheckRead         = 1020 // ER_CHECKREAD: MariaDB's innodb_snapshot_isolation
 	mysqlNoSuchTable       = 1146 // ER_NO_SUCH_TABLE, SQLSTATE 42S02
 	mysqlStateNoTable      = "42S02"
 	mysqlTableExists       = 1050 // ER_TABLE_EXISTS_ERROR
@@ -90,7 +91,7 @@ func retryable(err error) bool {
 		return false
 	}
 	state, number, ok := serverError(err)
-	return ok && (state == pgSerializationFailure || state == pgDeadlock || number == mysqlDeadlock)
+	return ok && (state == pgSerializationFailure || state == pgDeadlock || number == mysqlDeadlock || number == mysqlCheckRead)
 }
 
 // undefinedTable reports the database's answer that the table (or the

@@ -217,12 +217,14 @@ func freshTable(t testing.TB, b backend, what string) string {
 	return name
 }
 
-// dropTable drops a table and its sequence.
+// dropTable drops a lock table, its share table and its sequence.
 func dropTable(t testing.TB, b backend, name string) {
 	db := b.open(t, b.addr(), "")
 	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
-		t.Error(err)
+	for _, table := range []string{name, name + "_share"} {
+		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+table); err != nil {
+			t.Error(err)
+		}
 	}
 	if b.dialect == sqlstore.PostgreSQL {
 		if _, err := db.ExecContext(ctx, "DROP SEQUENCE IF EXISTS "+name+"_fence"); err != nil {

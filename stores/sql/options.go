@@ -39,8 +39,9 @@ func (d Dialect) valid() bool { return d == PostgreSQL || d == MySQL }
 // otherwise.
 const DefaultTable = "reqlock_locks"
 
-// maxTableLen leaves room for the suffix of the PostgreSQL sequence
-// ("_fence") within PostgreSQL's 63-byte identifiers.
+// maxTableLen leaves room for the suffixes of the PostgreSQL sequence
+// ("_fence") and the share table ("_share") within PostgreSQL's 63-byte
+// identifiers.
 const maxTableLen = 57
 
 // tableName is what WithTable accepts: a lower-case SQL identifier, the same
@@ -76,7 +77,8 @@ func WithDialect(d Dialect) Option {
 // WithTable sets the name of the lock table (default DefaultTable): a
 // lower-case identifier of letters, digits and underscores that does not
 // begin with a digit, at most 57 bytes long. On PostgreSQL the fencing
-// sequence is named after it, with the suffix "_fence". The table lives in
+// sequence is named after it, with the suffix "_fence", and so is the share
+// table, with the suffix "_share" (both dialects). The tables live in
 // the connection's schema (PostgreSQL's search_path) or database (MySQL).
 func WithTable(name string) Option {
 	return func(c *config) error {

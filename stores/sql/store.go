@@ -33,6 +33,8 @@ type Store struct {
 	q       queries
 	stmts   *stmtCache  // MySQL: prepared statements, one round trip per call
 	undos   *undo.Queue // clean-ups of failed attempts
+	// shareUndos are the clean-ups of failed share attempts (shares.go).
+	shareUndos *undo.Queue
 
 	// Set by the package's tests only: trace sees every statement the store
 	// sends with its arguments; noUndo turns the clean-ups off.
@@ -41,8 +43,10 @@ type Store struct {
 }
 
 var (
-	_ core.Store  = (*Store)(nil)
-	_ core.Undoer = (*Store)(nil)
+	_ core.Store         = (*Store)(nil)
+	_ core.Undoer        = (*Store)(nil)
+	_ core.Sharer        = (*Store)(nil)
+	_ core.MultiAcquirer = (*Store)(nil)
 )
 
 // New returns a Store that keeps its locks in a table of the database db,
@@ -78,21 +82,26 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	name := cfg.dialect.quote(cfg.table)
 	switch cfg.dialect {
 	case PostgreSQL:
-		seq := cfg.dialect.quote(cfg.table + "_fence")
-		f := func(q string) string { return fmt.Sprintf(q, name, seq) }
+		seq := cfg.dialect.quote(cfg.table + fenceSuffix)
+		share := cfg.dialect.quote(cfg.table + shareSuffix)
+		f := func(q string) string { return fmt.Sprintf(q, name, seq, share) }
 		s.q = queries{
 			acquire: f(pgAcquire), release: f(pgRelease), extend: f(pgExtend),
-			undo: f(pgUndo), purge: f(pgPurge), check: fmt.Sprintf(pgCheck, name),
+			undo: f(pgUndo), purge: f(pgPurge), check: f(pgCheck),
+			shares: pgShareQueries(f),
 		}
 	case MySQL:
-		f := func(q string) string { return fmt.Sprintf(q, name) }
+		share := cfg.dialect.quote(cfg.table + shareSuffix)
+		f := func(q string) string { return fmt.Sprintf(q, name, share) }
 		s.q = queries{
 			acquire: f(mysqlAcquire), release: f(mysqlRelease), extend: f(mysqlExtend),
 			undo: f(mysqlUndo), purge: f(mysqlPurge), check: f(mysqlCheck),
+			shares: mysqlShareQueries(f),
 		}
 		s.stmts = &stmtCache{db: db, stmts: make(map[string]*sql.Stmt)}
 	}
 	s.undos = newUndos(s)
+	s.shareUndos = newShareUndos(s)
 	return s, nil
 }
 
@@ -102,15 +111,18 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // Table returns the name of the store's lock table.
 func (s *Store) Table() string { return s.table }
 
-// Migration returns the DDL of the store's lock table and, on PostgreSQL,
-// its fencing sequence: the file migrations/postgresql.sql or
-// migrations/mysql.sql of this module, with the names of WithTable. It is
-// what CreateTable runs, for the migration tool of an application whose
-// database user may not create tables.
+// Migration returns the DDL of the store's lock table (on PostgreSQL with
+// its fencing sequence) and share table: the files
+// migrations/postgresql.sql and migrations/postgresql_share.sql, or
+// migrations/mysql.sql and migrations/mysql_share.sql, of this module, one
+// after the other, with the names of WithTable. It is what CreateTable
+// runs, for the migration tool of an application whose database user may
+// not create tables.
 func (s *Store) Migration() string { return s.dialect.migration(s.table) }
 
-// CreateTable creates the lock table (and on PostgreSQL its fencing
-// sequence) if it does not exist, by running Migration's statements. It
+// CreateTable creates the lock table, the share table and on PostgreSQL
+// the fencing sequence if they do not exist, by running Migration's
+// statements. It
 // is idempotent, and safe to call from several processes at once; it
 // changes nothing in a table that exists. A Store never creates its table
 // by itself: call CreateTable when the application starts, or run
@@ -134,8 +146,8 @@ func (s *Store) CreateTable(ctx context.Context) error {
 	return nil
 }
 
-// Check reports whether the lock table (and on PostgreSQL its fencing
-// sequence) can be used: nil, an error that wraps ErrNoTable when one is
+// Check reports whether the lock table, the share table and on PostgreSQL
+// the fencing sequence can be used: nil, an error that wraps ErrNoTable when one is
 // missing, or the database's error. It changes nothing. An application may
 // call it when it starts, to fail early rather than at its first lock.
 func (s *Store) Check(ctx context.Context) error {
@@ -282,6 +294,11 @@ func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration
 // the clock before that fence was drawn and then stalled for longer than
 // the purge's age before writing its row, which a minute rules out. On
 // PostgreSQL fences come from a sequence and olderThan may be 0.
+//
+// Rows of the share table that expired at least olderThan ago go too:
+// for each of their names, one share transaction (as ReleaseShare's)
+// deletes the name's expired share rows and frees its lock row when it
+// holds the marker of shares that all expired. The count includes them.
 func (s *Store) Purge(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("sqlstore: Purge: olderThan %v is negative", olderThan)
@@ -289,15 +306,19 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Duration) (int64, erro
 	if s.dialect == MySQL {
 		olderThan = max(olderThan, MinPurgeAge)
 	}
+	shares, err := s.purgeShares(ctx, olderThan)
+	if err != nil {
+		return shares, s.fail(ctx, "purge", err)
+	}
 	res, err := s.exec(ctx, s.q.purge, olderThan.Microseconds())
 	if err != nil {
-		return 0, s.fail(ctx, "purge", err)
+		return shares, s.fail(ctx, "purge", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, s.fail(ctx, "purge", err)
+		return shares, s.fail(ctx, "purge", err)
 	}
-	return n, nil
+	return shares + n, nil
 }
 
 // MinPurgeAge is the least age at which Purge deletes a row on MySQL.
@@ -310,6 +331,7 @@ const MinPurgeAge = time.Minute
 // Close, without background clean-ups.
 func (s *Store) Close() error {
 	s.undos.Close()
+	s.shareUndos.Close()
 	if s.stmts != nil {
 		return s.stmts.close()
 	}
@@ -327,6 +349,8 @@ func checkArgs(key, token string, ttl time.Duration) error {
 		return errors.New("sqlstore: the token is empty")
 	case len(token) > maxTokenLen:
 		return fmt.Errorf("sqlstore: the token is %d bytes long, more than %d", len(token), maxTokenLen)
+	case token == shareMarker:
+		return fmt.Errorf("sqlstore: the token %q is reserved for the lock rows of shared names", token)
 	case ttl <= 0:
 		return fmt.Errorf("sqlstore: the TTL %v is not positive", ttl)
 	}
