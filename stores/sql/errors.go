@@ -84,14 +84,22 @@ func serverError(err error) (state string, number int, ok bool) {
 // for a conflict with a concurrent statement, which running it again
 // settles: PostgreSQL's serialization failure (an upsert racing another for
 // the same row under REPEATABLE READ or SERIALIZABLE, which a database may
-// set as the default) and deadlocks (InnoDB's, between concurrent upserts of
-// a new key).
+// set as the default), deadlocks (InnoDB's, between concurrent upserts of
+// a new key, or locks that an isolation level stricter than the store's
+// statements assume takes) and MariaDB's "record has changed since last
+// read" (innodb_snapshot_isolation).
 func retryable(err error) bool {
 	if err == nil {
 		return false
 	}
 	state, number, ok := serverError(err)
 	return ok && (state == pgSerializationFailure || state == pgDeadlock || number == mysqlDeadlock || number == mysqlCheckRead)
+}
+
+// serializationFailure reports PostgreSQL's serialization failure.
+func serializationFailure(err error) bool {
+	state, _, ok := serverError(err)
+	return ok && state == pgSerializationFailure
 }
 
 // undefinedTable reports the database's answer that the table (or the

@@ -42,15 +42,18 @@ const waiterSlot = -1
 type shareQueries struct {
 	// lockName locks the name's row of the lock table, inserting it free
 	// if it is missing; state reads the lock row and the share rows of the
-	// name; putShare sets a share row (insert or overwrite by slot);
-	// dropShare deletes one; mark sets the lock row to the marker and its
-	// expiry to the later of now + a TTL and a floor (and draws a fence);
-	// freeName frees the lock row if it holds the marker.
-	lockName, state, putShare, dropShare, mark, freeName string
-	// acquireWaiting (PostgreSQL) is acquire that also deletes the waiter
-	// record when it takes the key; clearWaiter (MySQL) deletes it after
-	// the acquire; recordWaiter sets or renews it if the name's lock row
-	// holds a live marker.
+	// name; insertShare writes a share in a new row, updateShare in the
+	// row of its slot;
+	// retireShare ends one (it expires now, and stays for the next share
+	// of its slot); deleteShare deletes one (Purge); mark sets the lock
+	// row to the marker and its expiry to the later of now + a TTL and a
+	// floor (and draws a fence); freeName frees the lock row if it holds
+	// the marker.
+	lockName, state, insertShare, updateShare, retireShare, deleteShare, mark, freeName string
+	// acquireWaiting (PostgreSQL) is acquire that also ends the waiter
+	// record when it takes the key; clearWaiter (MySQL) ends it after the
+	// acquire; recordWaiter sets or renews it if the name's lock row holds
+	// a live marker.
 	acquireWaiting, clearWaiter, recordWaiter string
 	// purgeNames lists the names that have share rows that expired long
 	// ago.
@@ -70,11 +73,16 @@ UNION ALL
 SELECT 's', token, slot, n, expires_at > statement_timestamp(), (extract(epoch FROM expires_at) * 1000000)::bigint FROM %[3]s WHERE name = $1`
 
 	// Arguments: key, slot, token, n, ttl.
-	pgPutShare = `INSERT INTO %[3]s AS s (name, slot, token, n, expires_at)
-VALUES ($1, $2, $3, $4, statement_timestamp() + $5::bigint * interval '1 microsecond')
-ON CONFLICT (name, slot) DO UPDATE SET token = excluded.token, n = excluded.n, expires_at = excluded.expires_at`
+	pgInsertShare = `INSERT INTO %[3]s (name, slot, token, n, expires_at)
+VALUES ($1, $2, $3, $4, statement_timestamp() + $5::bigint * interval '1 microsecond')`
 
-	pgDropShare = `DELETE FROM %[3]s WHERE name = $1 AND slot = $2`
+	// Arguments: key, slot, token, n, ttl.
+	pgUpdateShare = `UPDATE %[3]s SET token = $3, n = $4, expires_at = statement_timestamp() + $5::bigint * interval '1 microsecond'
+WHERE name = $1 AND slot = $2`
+
+	pgRetireShare = `UPDATE %[3]s SET token = '', expires_at = statement_timestamp() WHERE name = $1 AND slot = $2`
+
+	pgDeleteShare = `DELETE FROM %[3]s WHERE name = $1 AND slot = $2`
 
 	// Arguments: key, ttl, floor (µs since 1970), fenced.
 	pgMark = `UPDATE %[1]s SET token = '` + shareMarker + `',
@@ -84,8 +92,8 @@ RETURNING CASE WHEN $4::boolean THEN nextval('%[2]s') ELSE 0 END`
 
 	pgFreeName = `DELETE FROM %[1]s WHERE name = $1 AND token IN ('` + shareMarker + `', '')`
 
-	// acquire, and the deletion of the waiter record when it took the key,
-	// in one statement: the upsert locks the lock row first.
+	// acquire, and the end of the waiter record when it took the key, in
+	// one statement: the upsert locks the lock row first.
 	pgAcquireWaiting = `WITH a AS (
 INSERT INTO %[1]s AS l (name, token, expires_at)
 VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 microsecond')
@@ -94,7 +102,8 @@ SET token = excluded.token, expires_at = clock_timestamp() + $3::bigint * interv
 WHERE l.expires_at <= clock_timestamp() OR l.token = excluded.token
 RETURNING CASE WHEN $4::boolean THEN nextval('%[2]s') ELSE 0 END AS fence
 ), w AS (
-DELETE FROM %[3]s WHERE name = $1 AND slot = ` + waiterSlotText + ` AND EXISTS (SELECT 1 FROM a)
+UPDATE %[3]s SET expires_at = LEAST(expires_at, clock_timestamp())
+WHERE name = $1 AND slot = ` + waiterSlotText + ` AND EXISTS (SELECT 1 FROM a)
 )
 SELECT fence FROM a`
 
@@ -115,7 +124,8 @@ const waiterSlotText = "-1"
 // f with the table's names.
 func pgShareQueries(f func(string) string) shareQueries {
 	return shareQueries{
-		lockName: f(pgLockName), state: f(pgState), putShare: f(pgPutShare), dropShare: f(pgDropShare),
+		lockName: f(pgLockName), state: f(pgState), insertShare: f(pgInsertShare), updateShare: f(pgUpdateShare),
+		retireShare: f(pgRetireShare), deleteShare: f(pgDeleteShare),
 		mark: f(pgMark), freeName: f(pgFreeName), acquireWaiting: f(pgAcquireWaiting),
 		recordWaiter: f(pgRecordWaiter), purgeNames: f(pgPurgeNames),
 	}
@@ -124,15 +134,23 @@ func pgShareQueries(f func(string) string) shareQueries {
 // The MySQL statements of shares: %[1]s is the lock table, %[2]s the share
 // table. UTC_TIMESTAMP(6) is the time of the statement.
 //
-// Under InnoDB's REPEATABLE READ (the default), a transaction's plain
-// SELECTs read the snapshot taken by its first one, and locking statements
-// that scan a range lock the gaps around it, the next name's first row
-// included. So a share transaction takes its snapshot only after it has
-// locked the name's lock row (lockName, an upsert of one row: no gap), so
-// that it sees every change of the transactions that held that lock
-// before; it reads the shares with a plain SELECT (no lock), and writes
-// rows by their whole primary key only (record locks, no gap): two share
-// transactions of different names never lock each other's rows.
+// A share transaction runs at READ COMMITTED (see inTx): under InnoDB's
+// REPEATABLE READ, the default, inserts and duplicate checks lock the gaps
+// between index records, which belong to no name (the gap after a name's
+// last share row is the gap before the next name's first one), so two
+// transactions of neighbouring names inserting share rows into one gap
+// deadlocked each other (InnoDB rolls one back; TestSharesConcurrent saw
+// it). At READ COMMITTED InnoDB locks rows, not gaps, and each statement
+// reads what has been committed when it starts, which the transaction's
+// first statement, the lock of the name's lock row, has waited for. The
+// transaction reads the shares with a plain SELECT (no lock) and writes
+// rows by their whole primary key only. And it never deletes a row: a
+// released share's row expires at once and is reused by the next share of
+// its slot (a deleted row stays in the index until it is purged, and an
+// insert of its key locks it with its gap). So share transactions of
+// different names never wait for each other, and those of one name queue
+// on its lock row. Only Purge deletes share rows, of names that no share
+// holds.
 const (
 	mysqlLockName = `INSERT INTO %[1]s (name, token, expires_at, fence) VALUES (?, '', UTC_TIMESTAMP(6), 0)
 ON DUPLICATE KEY UPDATE fence = fence`
@@ -142,12 +160,20 @@ ON DUPLICATE KEY UPDATE fence = fence`
 UNION ALL
 SELECT 's', token, slot, n, expires_at > UTC_TIMESTAMP(6), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) FROM %[2]s WHERE name = ?`
 
-	// Arguments: key, slot, token, n, ttl.
-	mysqlPutShare = `INSERT INTO %[2]s (name, slot, token, n, expires_at)
-VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
-ON DUPLICATE KEY UPDATE token = VALUES(token), n = VALUES(n), expires_at = VALUES(expires_at)`
+	// Arguments: key, slot, token, n, ttl. The transaction has read the
+	// name's rows: a plain INSERT for a new slot, an UPDATE of the slot's
+	// row otherwise (no ON DUPLICATE KEY UPDATE, whose duplicate check
+	// locks a gap).
+	mysqlInsertShare = `INSERT INTO %[2]s (name, slot, token, n, expires_at)
+VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`
 
-	mysqlDropShare = `DELETE FROM %[2]s WHERE name = ? AND slot = ?`
+	// Arguments: token, n, ttl, key, slot.
+	mysqlUpdateShare = `UPDATE %[2]s SET token = ?, n = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE name = ? AND slot = ?`
+
+	mysqlRetireShare = `UPDATE %[2]s SET token = '', expires_at = UTC_TIMESTAMP(6) WHERE name = ? AND slot = ?`
+
+	mysqlDeleteShare = `DELETE FROM %[2]s WHERE name = ? AND slot = ?`
 
 	// Arguments: fenced, ttl, floor (µs since 1970), key. The insert id is
 	// the row's fence, a new one when fenced.
@@ -159,11 +185,11 @@ WHERE name = ?`
 	// A freed row keeps its fence, as after a release.
 	mysqlFreeName = `UPDATE %[1]s SET token = '', expires_at = UTC_TIMESTAMP(6) WHERE name = ? AND token = '` + shareMarker + `'`
 
-	mysqlClearWaiter = `DELETE FROM %[2]s WHERE name = ? AND slot = ` + waiterSlotText
+	mysqlClearWaiter = `UPDATE %[2]s SET expires_at = LEAST(expires_at, UTC_TIMESTAMP(6)) WHERE name = ? AND slot = ` + waiterSlotText
 
-	// Arguments: token, patience, key. The SELECT locks the lock row
-	// (shared) before the share table's row, the order of the share
-	// transactions.
+	// Arguments: token, patience, key. An autocommit statement: the
+	// SELECT locks the lock row (shared) before the share table's row, the
+	// order of the share transactions.
 	mysqlRecordWaiter = `INSERT INTO %[2]s (name, slot, token, n, expires_at)
 SELECT name, ` + waiterSlotText + `, ?, ` + waiterSlotText + `, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND FROM %[1]s
 WHERE name = ? AND token = '` + shareMarker + `' AND expires_at > UTC_TIMESTAMP(6)
@@ -176,7 +202,8 @@ ON DUPLICATE KEY UPDATE token = VALUES(token), expires_at = GREATEST(%[2]s.expir
 // with the table's names.
 func mysqlShareQueries(f func(string) string) shareQueries {
 	return shareQueries{
-		lockName: f(mysqlLockName), state: f(mysqlState), putShare: f(mysqlPutShare), dropShare: f(mysqlDropShare),
+		lockName: f(mysqlLockName), state: f(mysqlState), insertShare: f(mysqlInsertShare), updateShare: f(mysqlUpdateShare),
+		retireShare: f(mysqlRetireShare), deleteShare: f(mysqlDeleteShare),
 		mark: f(mysqlMark), freeName: f(mysqlFreeName), clearWaiter: f(mysqlClearWaiter),
 		recordWaiter: f(mysqlRecordWaiter), purgeNames: f(mysqlPurgeNames),
 	}
@@ -232,7 +259,7 @@ func (s *Store) TryAcquireShare(ctx context.Context, key, token string, ttl time
 			}
 			slot = st.freeSlot()
 		}
-		if err := t.putShare(key, slot, token, h.N, ttl); err != nil {
+		if err := t.putShare(st, key, slot, token, h.N, ttl); err != nil {
 			return false, err
 		}
 		if fence, err = t.mark(key, ttl, latest(others), fenced); err != nil {
@@ -286,7 +313,7 @@ func (s *Store) releaseShare(ctx context.Context, key, token string) (bool, erro
 		if len(mine) == 0 {
 			return false, nil
 		}
-		if err := t.dropShare(key, mine[0].slot); err != nil {
+		if err := t.retireShare(key, mine[0].slot); err != nil {
 			return false, err
 		}
 		ok = true
@@ -294,14 +321,7 @@ func (s *Store) releaseShare(ctx context.Context, key, token string) (bool, erro
 			_, err := t.mark(key, 0, latest(others), false)
 			return err == nil, err
 		}
-		// The last live share: key is free, and the rows of expired shares
-		// are deleted with it (a live waiter's record stays).
-		for _, slot := range st.dead {
-			if err := t.dropShare(key, slot); err != nil {
-				return false, err
-			}
-		}
-		return true, t.freeName(key)
+		return true, t.freeName(key) // the last live share: key is free
 	})
 	return ok, err
 }
@@ -326,7 +346,7 @@ func (s *Store) ExtendShare(ctx context.Context, key, token string, ttl time.Dur
 		if len(mine) == 0 {
 			return false, nil
 		}
-		if err := t.putShare(key, mine[0].slot, token, mine[0].n, ttl); err != nil {
+		if err := t.putShare(st, key, mine[0].slot, token, mine[0].n, ttl); err != nil {
 			return false, err
 		}
 		if fence, err = t.mark(key, ttl, latest(others), fenced); err != nil {
@@ -468,20 +488,21 @@ func (s *Store) TryAcquireAll(ctx context.Context, keys []string, token string, 
 	return true, fences, nil
 }
 
-// prune deletes the rows of key's expired shares (and its expired waiter
-// record), and frees key's lock row if it holds the marker of shares that
-// all expired, in one share transaction; it returns how many rows it
-// deleted. Purge runs it for each name that has old rows.
+// prune deletes the rows of key's expired shares and waiter record, and
+// frees key's lock row if it holds the marker of shares that all expired,
+// in one share transaction, if no share or waiter of key is live; it
+// returns how many rows it deleted. Purge runs it for each name that has
+// old rows. (The rows of a name in use are reused by its next shares.)
 func (s *Store) prune(ctx context.Context, key string) (int64, error) {
 	var n int64
 	_, err := s.inTx(ctx, func(t *txn) (bool, error) {
 		n = 0
 		st, err := t.lockState(key)
-		if err != nil {
+		if err != nil || len(st.shares) > 0 || st.waiting {
 			return false, err
 		}
 		for _, slot := range st.dead {
-			if err := t.dropShare(key, slot); err != nil {
+			if err := t.deleteShare(key, slot); err != nil {
 				return false, err
 			}
 			n++
@@ -586,11 +607,12 @@ type shareRow struct {
 // nameState is what a share transaction reads of a name after locking its
 // lock row.
 type nameState struct {
-	token   string     // the lock row's token: "" when free (or just inserted)
-	live    bool       // the lock row has not expired
-	shares  []shareRow // the live shares, slot >= 0
-	dead    []int      // the slots of expired rows, the waiter record's included
-	waiting bool       // a waiter record is live
+	token   string       // the lock row's token: "" when free (or just inserted)
+	live    bool         // the lock row has not expired
+	shares  []shareRow   // the live shares, slot >= 0
+	dead    []int        // the slots of expired rows, the waiter record's included
+	waiting bool         // a waiter record is live
+	rows    map[int]bool // the slots that have a row, live or not
 }
 
 // heldExclusively reports whether an exclusive holder holds the name.
@@ -647,25 +669,23 @@ type txn struct {
 // serialization failure) is run again, a few times at most. unknown reports
 // an error of the commit that may have been applied (no answer came back).
 //
-// On PostgreSQL the transaction is READ COMMITTED whatever the database's
-// default: each statement sees what the transactions that held the name's
-// lock before have committed. On MySQL it has the session's level
-// (REPEATABLE READ by default; see the statements).
+// The transaction is READ COMMITTED whatever the database's default: each
+// statement sees what the transactions that held the name's lock row
+// before have committed, and InnoDB takes no gap locks (see the MySQL
+// statements). On PostgreSQL BEGIN carries the level; go-sql-driver/mysql
+// sends it in a statement of its own before START TRANSACTION.
 func (s *Store) inTx(ctx context.Context, f func(t *txn) (commit bool, err error)) (unknown bool, err error) {
 	for try := 1; ; try++ {
 		unknown, err = s.inTx1(ctx, f)
 		if try == maxTries || !retryable(err) || ctx.Err() != nil {
 			return unknown, err
 		}
+		s.retrying(err)
 	}
 }
 
 func (s *Store) inTx1(ctx context.Context, f func(t *txn) (bool, error)) (bool, error) {
-	var opts sql.TxOptions
-	if s.dialect == PostgreSQL {
-		opts.Isolation = sql.LevelReadCommitted // one round trip: BEGIN ISOLATION LEVEL ...
-	}
-	tx, err := s.db.BeginTx(ctx, &opts)
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return false, err
 	}
@@ -747,7 +767,7 @@ func (t *txn) lockState(key string) (*nameState, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	st := new(nameState)
+	st := &nameState{rows: make(map[int]bool)}
 	for rows.Next() {
 		var kind, token string
 		var slot, n int
@@ -755,6 +775,9 @@ func (t *txn) lockState(key string) (*nameState, error) {
 		var expires int64
 		if err := rows.Scan(&kind, &token, &slot, &n, &live, &expires); err != nil {
 			return nil, err
+		}
+		if kind == "s" {
+			st.rows[slot] = true
 		}
 		switch {
 		case kind == "l":
@@ -771,15 +794,30 @@ func (t *txn) lockState(key string) (*nameState, error) {
 }
 
 // putShare writes the share of token in slot, in mode n, expiring ttl
-// from now.
-func (t *txn) putShare(key string, slot int, token string, n int, ttl time.Duration) error {
-	_, err := t.exec(t.s.q.shares.putShare, t.key(key), int64(slot), token, int64(n), micros(ttl))
+// from now: in the slot's row if st has read one, else in a new row.
+func (t *txn) putShare(st *nameState, key string, slot int, token string, n int, ttl time.Duration) error {
+	q := &t.s.q.shares
+	var err error
+	switch {
+	case !st.rows[slot]:
+		_, err = t.exec(q.insertShare, t.key(key), int64(slot), token, int64(n), micros(ttl))
+	case t.s.dialect == PostgreSQL:
+		_, err = t.exec(q.updateShare, t.key(key), int64(slot), token, int64(n), micros(ttl))
+	default:
+		_, err = t.exec(q.updateShare, token, int64(n), micros(ttl), key, int64(slot))
+	}
 	return err
 }
 
-// dropShare deletes the row of key's slot.
-func (t *txn) dropShare(key string, slot int) error {
-	_, err := t.exec(t.s.q.shares.dropShare, t.key(key), int64(slot))
+// retireShare ends the share in key's slot: its row expires now.
+func (t *txn) retireShare(key string, slot int) error {
+	_, err := t.exec(t.s.q.shares.retireShare, t.key(key), int64(slot))
+	return err
+}
+
+// deleteShare deletes the row of key's slot.
+func (t *txn) deleteShare(key string, slot int) error {
+	_, err := t.exec(t.s.q.shares.deleteShare, t.key(key), int64(slot))
 	return err
 }
 

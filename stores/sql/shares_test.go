@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -519,9 +520,10 @@ func (m *modeCheck) enterExclusive() (exit func()) {
 // side by side in the tables' indexes: InnoDB's gap locks would join
 // them), Permits(3) on two and shared holds on one, plus exclusive
 // writers that wait with TryAcquireWaiting. No holder ever enters its
-// critical section beside one it excludes, no call fails (conflicts the
-// database resolves are retried), and writers are not starved by the
-// readers. Also under SERIALIZABLE, where every read of InnoDB locks.
+// critical section beside one it excludes, no call fails, the database
+// reports no deadlock (not even one that the store would settle by running
+// the transaction again), and writers are not starved by the readers.
+// Also with sessions whose default isolation level is SERIALIZABLE.
 func TestSharesConcurrent(t *testing.T) {
 	for _, b := range backends {
 		params := []string{""}
@@ -546,9 +548,15 @@ func concurrentShares(t *testing.T, b backend, params string) {
 		rounds  = 12 // per worker
 		ttl     = time.Minute
 	)
+	var deadlocks atomic.Int64
 	stores := make([]*sqlstore.Store, clients)
 	for i := range stores {
 		stores[i] = newStore(t, b.open(t, b.addr(), params))
+		sqlstore.SetOnRetry(stores[i], func(err error) {
+			if sqlstore.IsDeadlock(err) {
+				deadlocks.Add(1)
+			}
+		})
 	}
 	base := key(t)
 	names := []struct {
@@ -633,6 +641,9 @@ func concurrentShares(t *testing.T, b backend, params string) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
+	if n := deadlocks.Load(); n > 0 {
+		t.Errorf("%d deadlocks (the database rolled a transaction back, and the store ran it again); want none", n)
+	}
 	for _, nm := range names {
 		nm.check.mu.Lock()
 		if want := (readers + writers) * rounds; nm.check.entries != want {
@@ -650,7 +661,8 @@ func concurrentShares(t *testing.T, b backend, params string) {
 
 // TestAcquireAllCrossing: clients take two names with TryAcquireAll, in
 // either order, beside clients that take one of them alone: nobody
-// overlaps, no call fails (the rows are locked in one order: no deadlock),
+// overlaps, no call fails, the database reports no deadlock (the rows are
+// locked in one order),
 // and a failed attempt leaves neither name held.
 func TestAcquireAllCrossing(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
@@ -661,6 +673,14 @@ func TestAcquireAllCrossing(t *testing.T) {
 		}
 		base := key(t)
 		x, y := base+":x", base+":y"
+		var deadlocks atomic.Int64
+		for _, s := range stores {
+			sqlstore.SetOnRetry(s, func(err error) {
+				if sqlstore.IsDeadlock(err) {
+					deadlocks.Add(1)
+				}
+			})
+		}
 		var ox, oy redistest.Overlap
 		var errMu sync.Mutex
 		var errs []error
@@ -736,6 +756,9 @@ func TestAcquireAllCrossing(t *testing.T) {
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
 			t.Fatal(err)
+		}
+		if n := deadlocks.Load(); n > 0 {
+			t.Errorf("%d deadlocks; want none", n)
 		}
 		if ox.Overlaps() > 0 || oy.Overlaps() > 0 {
 			t.Fatalf("overlaps: %d on x, %d on y", ox.Overlaps(), oy.Overlaps())

@@ -40,6 +40,9 @@ type Store struct {
 	// sends with its arguments; noUndo turns the clean-ups off.
 	trace  func(query string, args []any)
 	noUndo bool
+	// onRetry, set by the package's tests only, sees the error of every
+	// statement or transaction that is run again.
+	onRetry func(err error)
 }
 
 var (
@@ -369,29 +372,87 @@ const maxTries = 5
 
 // queryOne runs a statement that returns at most one row and scans it into
 // dest (sql.ErrNoRows: none).
+//
+// On PostgreSQL, a statement that failed for a serialization failure runs
+// again in a READ COMMITTED transaction of its own (see readCommitted).
 func (s *Store) queryOne(ctx context.Context, dest any, query string, args ...any) error {
+	rc := false
 	for try := 1; ; try++ {
 		if s.trace != nil {
 			s.trace(query, args)
 		}
-		err := s.db.QueryRowContext(ctx, query, args...).Scan(dest)
+		var err error
+		if rc {
+			err = s.readCommitted(ctx, func(tx *sql.Tx) error {
+				return tx.QueryRowContext(ctx, query, args...).Scan(dest)
+			})
+		} else {
+			err = s.db.QueryRowContext(ctx, query, args...).Scan(dest)
+		}
 		if try == maxTries || !retryable(err) || ctx.Err() != nil {
 			return err
 		}
+		s.retrying(err)
+		rc = serializationFailure(err)
 	}
 }
 
-// exec runs a statement, prepared once per connection on MySQL.
+// exec runs a statement, prepared once per connection on MySQL. On
+// PostgreSQL, a statement that failed for a serialization failure runs
+// again in a READ COMMITTED transaction of its own (see readCommitted).
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	rc := false
 	for try := 1; ; try++ {
 		if s.trace != nil {
 			s.trace(query, args)
 		}
-		res, err := s.exec1(ctx, query, args)
+		var res sql.Result
+		var err error
+		if rc {
+			err = s.readCommitted(ctx, func(tx *sql.Tx) error {
+				res, err = tx.ExecContext(ctx, query, args...)
+				return err
+			})
+		} else {
+			res, err = s.exec1(ctx, query, args)
+		}
 		if try == maxTries || !retryable(err) || ctx.Err() != nil {
 			return res, err
 		}
+		s.retrying(err)
+		rc = serializationFailure(err)
 	}
+}
+
+// retrying tells the tests' hook that a statement or transaction that
+// failed with err runs again.
+func (s *Store) retrying(err error) {
+	if s.onRetry != nil {
+		s.onRetry(err)
+	}
+}
+
+// readCommitted runs f in a READ COMMITTED transaction, committed unless f
+// fails (sql.ErrNoRows included: then the statement changed nothing).
+//
+// It is where a PostgreSQL statement goes after a serialization failure:
+// a database whose default isolation level is REPEATABLE READ or
+// SERIALIZABLE fails an autocommit upsert whose row a transaction that
+// committed after the statement began has changed, such as a share call's
+// on the name's lock row, and would fail it again whenever it waits for
+// the next one. READ COMMITTED waits for the row and reads its last
+// version instead; the extra round trips (BEGIN, COMMIT) are paid only
+// there.
+func (s *Store) readCommitted(ctx context.Context, f func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback() // the server drops what a transaction that never committed did
+		return err
+	}
+	return tx.Commit()
 }
 
 func (s *Store) exec1(ctx context.Context, query string, args []any) (sql.Result, error) {
