@@ -570,10 +570,12 @@ func concurrentShares(t *testing.T, b backend, params string) {
 	}
 	var errMu sync.Mutex
 	var errs []error
+	var failed atomic.Bool // every worker stops at the first error
 	report := func(err error) {
 		errMu.Lock()
 		errs = append(errs, err)
 		errMu.Unlock()
+		failed.Store(true)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	ctx := context.Background()
@@ -588,6 +590,9 @@ func concurrentShares(t *testing.T, b backend, params string) {
 			go func() {
 				defer wg.Done()
 				for round := range rounds {
+					if failed.Load() {
+						return
+					}
 					tok := token()
 					var slot int
 					for attempt := 0; ; attempt++ {
@@ -607,6 +612,9 @@ func concurrentShares(t *testing.T, b backend, params string) {
 						}
 						if ok {
 							break
+						}
+						if failed.Load() {
+							return
 						}
 						if time.Now().After(deadline) {
 							report(fmt.Errorf("%s: writer %v did not get in within 2 minutes (round %d)", nm.key, writer, round))
@@ -630,7 +638,7 @@ func concurrentShares(t *testing.T, b backend, params string) {
 						ok, err = s.ReleaseShare(ctx, nm.key, tok)
 					}
 					if err != nil || !ok {
-						report(fmt.Errorf("%s round %d: release: %v, %w", nm.key, round, ok, err))
+						report(fmt.Errorf("%s round %d: release: %v, %v", nm.key, round, ok, err))
 						return
 					}
 				}
@@ -638,6 +646,13 @@ func concurrentShares(t *testing.T, b backend, params string) {
 		}
 	}
 	wg.Wait()
+	for _, nm := range names {
+		nm.check.mu.Lock()
+		if v := nm.check.violations; len(v) > 0 {
+			t.Errorf("%s (%v): %d violations, first: %s", nm.key, nm.hold, len(v), v[0])
+		}
+		nm.check.mu.Unlock()
+	}
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
@@ -648,9 +663,6 @@ func concurrentShares(t *testing.T, b backend, params string) {
 		nm.check.mu.Lock()
 		if want := (readers + writers) * rounds; nm.check.entries != want {
 			t.Errorf("%s: %d critical sections; want %d", nm.key, nm.check.entries, want)
-		}
-		if v := nm.check.violations; len(v) > 0 {
-			t.Errorf("%s (%v): %d violations, first: %s", nm.key, nm.hold, len(v), v[0])
 		}
 		nm.check.mu.Unlock()
 		if !free(t, stores[0], nm.key) {
