@@ -43,13 +43,18 @@ type shareQueries struct {
 	// lockName locks the name's row of the lock table, inserting it free
 	// if it is missing; state reads the lock row and the share rows of the
 	// name; insertShare writes a share in a new row, updateShare in the
-	// row of its slot;
-	// retireShare ends one (it expires now, and stays for the next share
-	// of its slot); deleteShare deletes one (Purge); mark sets the lock
-	// row to the marker and its expiry to the later of now + a TTL and a
-	// floor (and draws a fence); freeName frees the lock row if it holds
-	// the marker.
+	// row of its slot; retireShare ends one (it expires now, and stays for
+	// the next share of its slot); deleteShare deletes one (Purge); mark
+	// sets the lock row to the marker and its expiry to the later of now +
+	// a TTL and a floor (and draws a fence); freeName frees the lock row
+	// if it holds the marker.
+	//
+	// On PostgreSQL, insertShare and updateShare mark the lock row in the
+	// same statement, and retireMark and retireFree retire a share and
+	// mark or free the lock row: one round trip each, where MySQL, which
+	// cannot write two tables in one statement, takes two.
 	lockName, state, insertShare, updateShare, retireShare, deleteShare, mark, freeName string
+	retireMark, retireFree                                                              string
 	// acquireWaiting (PostgreSQL) is acquire that also ends the waiter
 	// record when it takes the key; clearWaiter (MySQL) ends it after the
 	// acquire; recordWaiter sets or renews it if the name's lock row holds
@@ -72,23 +77,40 @@ ON CONFLICT (name) DO UPDATE SET token = l.token`
 UNION ALL
 SELECT 's', token, slot, n, expires_at > statement_timestamp(), (extract(epoch FROM expires_at) * 1000000)::bigint FROM %[3]s WHERE name = $1`
 
-	// Arguments: key, slot, token, n, ttl.
-	pgInsertShare = `INSERT INTO %[3]s (name, slot, token, n, expires_at)
-VALUES ($1, $2, $3, $4, statement_timestamp() + $5::bigint * interval '1 microsecond')`
+	// Arguments: key, slot, token, n, ttl, floor (µs since 1970), fenced.
+	// The share and the marker expire at the same now + ttl (or the
+	// marker at floor, the latest other share's expiry, if later).
+	pgInsertShare = `WITH s AS (
+INSERT INTO %[3]s (name, slot, token, n, expires_at)
+VALUES ($1, $2, $3, $4, statement_timestamp() + $5::bigint * interval '1 microsecond')
+)
+` + pgMarkAfterWrite
 
-	// Arguments: key, slot, token, n, ttl.
-	pgUpdateShare = `UPDATE %[3]s SET token = $3, n = $4, expires_at = statement_timestamp() + $5::bigint * interval '1 microsecond'
-WHERE name = $1 AND slot = $2`
+	// Arguments: key, slot, token, n, ttl, floor, fenced.
+	pgUpdateShare = `WITH s AS (
+UPDATE %[3]s SET token = $3, n = $4, expires_at = statement_timestamp() + $5::bigint * interval '1 microsecond'
+WHERE name = $1 AND slot = $2
+)
+` + pgMarkAfterWrite
+
+	pgMarkAfterWrite = `UPDATE %[1]s SET token = '` + shareMarker + `',
+expires_at = GREATEST(statement_timestamp() + $5::bigint * interval '1 microsecond', 'epoch'::timestamptz + $6::bigint * interval '1 microsecond')
+WHERE name = $1
+RETURNING CASE WHEN $7::boolean THEN nextval('%[2]s') ELSE 0 END`
 
 	pgRetireShare = `UPDATE %[3]s SET token = '', expires_at = statement_timestamp() WHERE name = $1 AND slot = $2`
 
-	pgDeleteShare = `DELETE FROM %[3]s WHERE name = $1 AND slot = $2`
+	// Arguments: key, slot, floor: the marker then expires with the latest
+	// remaining share.
+	pgRetireMark = `WITH s AS (` + pgRetireShare + `)
+UPDATE %[1]s SET expires_at = GREATEST(statement_timestamp(), 'epoch'::timestamptz + $3::bigint * interval '1 microsecond')
+WHERE name = $1 AND token = '` + shareMarker + `'`
 
-	// Arguments: key, ttl, floor (µs since 1970), fenced.
-	pgMark = `UPDATE %[1]s SET token = '` + shareMarker + `',
-expires_at = GREATEST(statement_timestamp() + $2::bigint * interval '1 microsecond', 'epoch'::timestamptz + $3::bigint * interval '1 microsecond')
-WHERE name = $1
-RETURNING CASE WHEN $4::boolean THEN nextval('%[2]s') ELSE 0 END`
+	// Arguments: key, slot: the last share, and key is free.
+	pgRetireFree = `WITH s AS (` + pgRetireShare + `)
+` + pgFreeName
+
+	pgDeleteShare = `DELETE FROM %[3]s WHERE name = $1 AND slot = $2`
 
 	pgFreeName = `DELETE FROM %[1]s WHERE name = $1 AND token IN ('` + shareMarker + `', '')`
 
@@ -125,8 +147,8 @@ const waiterSlotText = "-1"
 func pgShareQueries(f func(string) string) shareQueries {
 	return shareQueries{
 		lockName: f(pgLockName), state: f(pgState), insertShare: f(pgInsertShare), updateShare: f(pgUpdateShare),
-		retireShare: f(pgRetireShare), deleteShare: f(pgDeleteShare),
-		mark: f(pgMark), freeName: f(pgFreeName), acquireWaiting: f(pgAcquireWaiting),
+		retireMark: f(pgRetireMark), retireFree: f(pgRetireFree), deleteShare: f(pgDeleteShare),
+		freeName: f(pgFreeName), acquireWaiting: f(pgAcquireWaiting),
 		recordWaiter: f(pgRecordWaiter), purgeNames: f(pgPurgeNames),
 	}
 }
@@ -259,10 +281,7 @@ func (s *Store) TryAcquireShare(ctx context.Context, key, token string, ttl time
 			}
 			slot = st.freeSlot()
 		}
-		if err := t.putShare(st, key, slot, token, h.N, ttl); err != nil {
-			return false, err
-		}
-		if fence, err = t.mark(key, ttl, latest(others), fenced); err != nil {
+		if fence, err = t.writeShare(st, key, slot, token, h.N, ttl, latest(others), fenced); err != nil {
 			return false, err
 		}
 		ok = true
@@ -313,15 +332,11 @@ func (s *Store) releaseShare(ctx context.Context, key, token string) (bool, erro
 		if len(mine) == 0 {
 			return false, nil
 		}
-		if err := t.retireShare(key, mine[0].slot); err != nil {
+		if err := t.endShare(key, mine[0].slot, others); err != nil {
 			return false, err
 		}
 		ok = true
-		if len(others) > 0 {
-			_, err := t.mark(key, 0, latest(others), false)
-			return err == nil, err
-		}
-		return true, t.freeName(key) // the last live share: key is free
+		return true, nil
 	})
 	return ok, err
 }
@@ -346,10 +361,7 @@ func (s *Store) ExtendShare(ctx context.Context, key, token string, ttl time.Dur
 		if len(mine) == 0 {
 			return false, nil
 		}
-		if err := t.putShare(st, key, mine[0].slot, token, mine[0].n, ttl); err != nil {
-			return false, err
-		}
-		if fence, err = t.mark(key, ttl, latest(others), fenced); err != nil {
+		if fence, err = t.writeShare(st, key, mine[0].slot, token, mine[0].n, ttl, latest(others), fenced); err != nil {
 			return false, err
 		}
 		ok = true
@@ -793,25 +805,59 @@ func (t *txn) lockState(key string) (*nameState, error) {
 	return st, rows.Err()
 }
 
-// putShare writes the share of token in slot, in mode n, expiring ttl
-// from now: in the slot's row if st has read one, else in a new row.
-func (t *txn) putShare(st *nameState, key string, slot int, token string, n int, ttl time.Duration) error {
+// writeShare writes the share of token in slot, in mode n, expiring ttl
+// from now, in the slot's row if st has read one, else in a new row; and
+// sets key's lock row to the marker, expiring at the later of the share's
+// expiry and floor (µs since 1970), the latest of the other live shares'.
+// With fenced it draws a fence and returns it.
+func (t *txn) writeShare(st *nameState, key string, slot int, token string, n int, ttl time.Duration, floor int64, fenced bool) (int64, error) {
+	q := &t.s.q.shares
+	exists := st.rows[slot]
+	if t.s.dialect == PostgreSQL {
+		query := q.insertShare
+		if exists {
+			query = q.updateShare
+		}
+		return t.queryFence(query, []byte(key), int64(slot), token, int64(n), micros(ttl), floor, fenced)
+	}
+	var err error
+	if exists {
+		_, err = t.exec(q.updateShare, token, int64(n), micros(ttl), key, int64(slot))
+	} else {
+		_, err = t.exec(q.insertShare, key, int64(slot), token, int64(n), micros(ttl))
+	}
+	if err != nil {
+		return 0, err
+	}
+	// The marker's now comes after the share's: it expires no earlier.
+	res, err := t.exec(q.mark, fenced, micros(ttl), floor, key)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// endShare ends the share in key's slot (its row expires now); with
+// others, key's marker then expires with the latest of them, without, key
+// is free.
+func (t *txn) endShare(key string, slot int, others []shareRow) error {
 	q := &t.s.q.shares
 	var err error
 	switch {
-	case !st.rows[slot]:
-		_, err = t.exec(q.insertShare, t.key(key), int64(slot), token, int64(n), micros(ttl))
+	case t.s.dialect == PostgreSQL && len(others) > 0:
+		_, err = t.exec(q.retireMark, []byte(key), int64(slot), latest(others))
 	case t.s.dialect == PostgreSQL:
-		_, err = t.exec(q.updateShare, t.key(key), int64(slot), token, int64(n), micros(ttl))
+		_, err = t.exec(q.retireFree, []byte(key), int64(slot))
 	default:
-		_, err = t.exec(q.updateShare, token, int64(n), micros(ttl), key, int64(slot))
+		if _, err = t.exec(q.retireShare, key, int64(slot)); err != nil {
+			return err
+		}
+		if len(others) > 0 {
+			_, err = t.exec(q.mark, false, int64(0), latest(others), key)
+		} else {
+			err = t.freeName(key)
+		}
 	}
-	return err
-}
-
-// retireShare ends the share in key's slot: its row expires now.
-func (t *txn) retireShare(key string, slot int) error {
-	_, err := t.exec(t.s.q.shares.retireShare, t.key(key), int64(slot))
 	return err
 }
 
@@ -821,34 +867,25 @@ func (t *txn) deleteShare(key string, slot int) error {
 	return err
 }
 
-// mark sets key's lock row to the marker, expiring at the later of now +
-// ttl and floor (µs since 1970), and with fenced draws a fence and returns
-// it.
-func (t *txn) mark(key string, ttl time.Duration, floor int64, fenced bool) (int64, error) {
-	q := t.s.q.shares.mark
-	if t.s.dialect == PostgreSQL {
-		var fence int64
-		rows, err := t.query(q, t.key(key), micros(ttl), floor, fenced)
-		if err != nil {
-			return 0, err
-		}
-		defer rows.Close()
-		if !rows.Next() {
-			if err := rows.Err(); err != nil {
-				return 0, err
-			}
-			return 0, errors.New("the lock row is gone") // locked by the transaction: cannot happen
-		}
-		if err := rows.Scan(&fence); err != nil {
-			return 0, err
-		}
-		return fence, rows.Close()
-	}
-	res, err := t.exec(q, fenced, micros(ttl), floor, key)
+// queryFence runs a PostgreSQL statement that returns the fence of the
+// lock row it marks.
+func (t *txn) queryFence(query string, args ...any) (int64, error) {
+	rows, err := t.query(query, args...)
 	if err != nil {
 		return 0, err
 	}
-	return res.LastInsertId()
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		return 0, errors.New("the lock row is gone") // locked by the transaction: cannot happen
+	}
+	var fence int64
+	if err := rows.Scan(&fence); err != nil {
+		return 0, err
+	}
+	return fence, rows.Close()
 }
 
 // freeName frees key's lock row if it holds the marker.

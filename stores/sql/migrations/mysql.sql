@@ -9,8 +9,9 @@
 -- clock, and the last fencing token drawn for the key. A release marks the
 -- row free and keeps it, so that the next fence of the key is drawn above
 -- the last one; Store.Purge deletes the rows of locks that expired or were
--- released long ago. Binary strings compare keys and tokens byte for byte,
--- whatever the collation of the database.
+-- released long ago. While shares hold a name, its row holds the marker
+-- token '(shares)' (see mysql_share.sql). Binary strings compare keys and
+-- tokens byte for byte, whatever the collation of the database.
 CREATE TABLE IF NOT EXISTS reqlock_locks (
     name       VARBINARY(1024) NOT NULL,
     token      VARBINARY(255)  NOT NULL,

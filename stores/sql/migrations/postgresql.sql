@@ -12,7 +12,8 @@ CREATE SEQUENCE IF NOT EXISTS reqlock_locks_fence CACHE 1;
 -- text may not), the token of its holder and when it expires by the
 -- database's clock. A release deletes the row; a lock whose holder never
 -- released it stays until the next acquire of its key takes it over, or
--- Store.Purge deletes it.
+-- Store.Purge deletes it. While shares hold a name, its row holds the
+-- marker token '(shares)' (see postgresql_share.sql).
 CREATE TABLE IF NOT EXISTS reqlock_locks (
     name       bytea       NOT NULL PRIMARY KEY,
     token      text        NOT NULL,
