@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/reqlock/reqlock/internal/servers"
+	sqlstore "github.com/reqlock/reqlock/stores/sql"
 )
 
 // roundTrips counts the round trips of the connections it dials: a burst of
@@ -190,4 +191,101 @@ func TestPostgresQueryModes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShareRoundTrips: the round trips of the share calls, of
+// TryAcquireWaiting and of AcquireAll on a warm connection, as the package
+// doc gives them: one transaction per call (BEGIN, the lock of the name's
+// row, the read of its shares, the writes, COMMIT; on MySQL the isolation
+// level in a statement of its own, and the writes of the share and of the
+// lock row in two). On a pool of one connection: a transaction never waits
+// for a second one (to prepare a statement, say).
+func TestShareRoundTrips(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		var rt roundTrips
+		db := b.connector(t, b.addr(), rt.dial)
+		db.SetMaxOpenConns(1)
+		s := newStore(t, db)
+		ctx := call(t)
+		held := key(t)
+		holder := token()
+		mustAcquire(t, s, held, holder, time.Minute, true)
+		shareCycle := func() {
+			k, tok := key(t), token()
+			if ok, _, _ := share(t, s, k, tok, time.Minute, permits(2), true); !ok {
+				t.Fatal("a share of a free name failed")
+			}
+			if ok, _, err := s.ExtendShare(ctx, k, tok, time.Minute, true); !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			if !releaseShare(t, s, k, tok) {
+				t.Fatal("ReleaseShare by the holder reported false")
+			}
+		}
+		allCycle := func() {
+			keys := []string{key(t), key(t), key(t)}
+			tok := token()
+			if ok, _, err := s.TryAcquireAll(ctx, keys, tok, time.Minute, true); !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			for _, k := range keys {
+				s.Release(ctx, k, tok)
+			}
+		}
+		busy := func() { share(t, s, held, token(), time.Minute, shared, false) }
+		sharedName := key(t)
+		mustShare(t, s, sharedName, token(), shared)
+		waitShared := func() {
+			if ok, _, err := s.TryAcquireWaiting(ctx, sharedName, token(), time.Minute, time.Minute, true); ok || err != nil {
+				t.Fatal(ok, err)
+			}
+		}
+		waitFree := func() {
+			k, tok := key(t), token()
+			if ok, _, err := s.TryAcquireWaiting(ctx, k, tok, time.Minute, time.Minute, true); !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			s.Release(ctx, k, tok)
+		}
+		for range 2 { // prepares every statement on the connection
+			shareCycle()
+			allCycle()
+			busy()
+			waitShared()
+			waitFree()
+		}
+
+		const n = 10
+		measure := func(what string, want int, f func()) {
+			t.Helper()
+			rt.reset()
+			for range n {
+				f()
+			}
+			got := float64(rt.count()) / n
+			t.Logf("%s, %s: %.2f round trips", b.name, what, got)
+			if got != float64(want) {
+				t.Errorf("%s: %.2f round trips; want %d", what, got, want)
+			}
+		}
+		tx := 0 // the extra round trip of a MySQL transaction
+		if b.dialect == sqlstore.MySQL {
+			tx = 1
+		}
+		measure("share acquire+extend+release", 3*(5+tx)+3*(b.dialectExtra()), shareCycle)
+		measure("refused share", 4+tx, busy)
+		measure("AcquireAll of 3 keys and 3 releases", 3+2+tx+3, allCycle)
+		measure("waiting acquire of a shared name (and its record)", 2, waitShared)
+		measure("waiting acquire of a free name (which clears a record) and release", 2+b.dialectExtra(), waitFree)
+	})
+}
+
+// dialectExtra is the round trips a MySQL share call adds to a
+// PostgreSQL one besides its transaction's: the share's write and the
+// lock row's are two statements.
+func (b backend) dialectExtra() int {
+	if b.dialect == sqlstore.MySQL {
+		return 1
+	}
+	return 0
 }

@@ -697,6 +697,9 @@ func (s *Store) inTx(ctx context.Context, f func(t *txn) (commit bool, err error
 }
 
 func (s *Store) inTx1(ctx context.Context, f func(t *txn) (bool, error)) (bool, error) {
+	if err := s.prepareTx(ctx); err != nil {
+		return false, err
+	}
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return false, err
@@ -714,6 +717,27 @@ func (s *Store) inTx1(ctx context.Context, f func(t *txn) (bool, error)) (bool, 
 	return false, nil
 }
 
+// prepareTx prepares the statements of transactions (MySQL), once per
+// store, before a transaction holds a connection: preparing one through
+// the *sql.DB inside a transaction would wait for a second connection,
+// forever with a pool of one. Inside, a statement prepared here is
+// prepared again on the transaction's connection if it was not yet
+// (sql.Tx.StmtContext), which needs no other.
+func (s *Store) prepareTx(ctx context.Context) error {
+	if s.stmts == nil {
+		return nil
+	}
+	q := &s.q.shares
+	for _, query := range []string{
+		q.lockName, q.state, q.insertShare, q.updateShare, q.retireShare, q.deleteShare, q.mark, q.freeName, s.q.acquire,
+	} {
+		if _, err := s.stmts.get(ctx, query); err != nil {
+			return notSent{err}
+		}
+	}
+	return nil
+}
+
 // key returns key as the statements take it: bytes for PostgreSQL's bytea.
 func (t *txn) key(key string) any {
 	if t.s.dialect == PostgreSQL {
@@ -723,27 +747,23 @@ func (t *txn) key(key string) any {
 }
 
 // stmt returns query prepared on the transaction's connection (MySQL), or
-// nil.
-func (t *txn) stmt(query string) (*sql.Stmt, error) {
+// nil: then the query runs unprepared.
+func (t *txn) stmt(query string) *sql.Stmt {
 	if t.s.stmts == nil {
-		return nil, nil
+		return nil
 	}
-	st, err := t.s.stmts.get(t.ctx, query)
-	if err != nil || st == nil {
-		return nil, err
+	st := t.s.stmts.cached(query) // prepared by prepareTx, or nil after Close
+	if st == nil {
+		return nil
 	}
-	return t.tx.StmtContext(t.ctx, st), nil
+	return t.tx.StmtContext(t.ctx, st)
 }
 
 func (t *txn) exec(query string, args ...any) (sql.Result, error) {
 	if t.s.trace != nil {
 		t.s.trace(query, args)
 	}
-	st, err := t.stmt(query)
-	if err != nil {
-		return nil, err
-	}
-	if st != nil {
+	if st := t.stmt(query); st != nil {
 		return st.ExecContext(t.ctx, args...)
 	}
 	return t.tx.ExecContext(t.ctx, query, args...)
@@ -753,11 +773,7 @@ func (t *txn) query(query string, args ...any) (*sql.Rows, error) {
 	if t.s.trace != nil {
 		t.s.trace(query, args)
 	}
-	st, err := t.stmt(query)
-	if err != nil {
-		return nil, err
-	}
-	if st != nil {
+	if st := t.stmt(query); st != nil {
 		return st.QueryContext(t.ctx, args...)
 	}
 	return t.tx.QueryContext(t.ctx, query, args...)

@@ -512,6 +512,14 @@ func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
+// cached returns the prepared statement of query if it has one, and
+// prepares nothing.
+func (c *stmtCache) cached(query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stmts[query]
+}
+
 func (c *stmtCache) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
