@@ -17,20 +17,32 @@
 // of the server's OK packet as Result.LastInsertId (go-sql-driver/mysql
 // does).
 //
-// # The table
+// # The tables
 //
-// A Store never creates its table by itself: call CreateTable (idempotent:
+// A Store never creates its tables by itself: call CreateTable (idempotent:
 // CREATE ... IF NOT EXISTS), or run the DDL that Migration returns, which is
-// the file migrations/postgresql.sql or migrations/mysql.sql of this module,
+// the files migrations/postgresql.sql and migrations/postgresql_share.sql,
+// or migrations/mysql.sql and migrations/mysql_share.sql, of this module,
 // with the application's other migrations. Until then every call fails with
-// an error that wraps ErrNoTable and names the migration; Check reports it
-// up front. On PostgreSQL:
+// an error that wraps ErrNoTable and names the migrations; Check reports it
+// up front. The share table is new in reqlock v0.2: where the migrations
+// are run by hand, run the *_share.sql file once (CreateTable does it).
+// Exclusive waiters use it too (TryAcquireWaiting), so a Locker needs it
+// even without shared holds. On PostgreSQL:
 //
 //	CREATE SEQUENCE IF NOT EXISTS reqlock_locks_fence CACHE 1;
 //	CREATE TABLE IF NOT EXISTS reqlock_locks (
 //	    name       bytea       NOT NULL PRIMARY KEY,
 //	    token      text        NOT NULL,
 //	    expires_at timestamptz NOT NULL
+//	);
+//	CREATE TABLE IF NOT EXISTS reqlock_locks_share (
+//	    name       bytea       NOT NULL,
+//	    slot       integer     NOT NULL,
+//	    token      text        NOT NULL,
+//	    n          integer     NOT NULL,
+//	    expires_at timestamptz NOT NULL,
+//	    PRIMARY KEY (name, slot)
 //	);
 //
 // On MySQL (8.0 or later) and MariaDB (10.3 or later; the tests run on
@@ -43,14 +55,24 @@
 //	    fence      BIGINT          NOT NULL,
 //	    PRIMARY KEY (name)
 //	) ENGINE = InnoDB;
+//	CREATE TABLE IF NOT EXISTS reqlock_locks_share (
+//	    name       VARBINARY(1024) NOT NULL,
+//	    slot       INT             NOT NULL,
+//	    token      VARBINARY(255)  NOT NULL,
+//	    n          INT             NOT NULL,
+//	    expires_at DATETIME(6)     NOT NULL,
+//	    PRIMARY KEY (name, slot)
+//	) ENGINE = InnoDB;
 //
 // # How a call works
 //
-// Every call is one autocommit statement, so one round trip on a warm
-// connection, and the store keeps nothing in a database session between
-// calls: no advisory lock, no open transaction, no LISTEN. It works as well
-// behind a connection pooler that gives each call another server session
-// (PgBouncer in transaction mode, for instance).
+// Every call of an exclusive lock is one autocommit statement, so one
+// round trip on a warm connection; shared holds, permits and AcquireAll
+// take one transaction per call (see below). The store keeps nothing in a
+// database session between calls: no advisory lock, no transaction left
+// open, no LISTEN. It works as well behind a connection pooler that gives
+// each call or transaction another server session (PgBouncer in
+// transaction mode, for instance).
 //
 //   - TryAcquire is an upsert that takes the key's row when the key is
 //     free, its lock has expired, or it already holds the caller's token (a
@@ -67,7 +89,11 @@
 // one (PostgreSQL's serialization failure, where the database's default
 // isolation level is REPEATABLE READ or SERIALIZABLE; a deadlock) is run
 // again, a few times at most: it answers the same question once the other
-// has committed.
+// has committed. On PostgreSQL, a statement that failed to serialize runs
+// again in a READ COMMITTED transaction of its own, which waits for the
+// other instead (two more round trips, there only): at those levels an
+// upsert that waits for a row that another transaction changes fails
+// again at each try, and share calls change a name's row often.
 //
 // Expiry is judged by the database's clock, never the client's: the
 // statements carry the TTL as a number of microseconds and compute the
@@ -105,14 +131,24 @@
 // The row of a lock whose holder never released it stays until the next
 // acquire of its key takes it over (expired rows are taken, never waited
 // for) or Purge deletes it; on MySQL so does the row of every key that was
-// released. Run Purge from a periodic job where names are not reused (an
-// order ID in the name): it deletes rows that expired long enough ago and
-// never a held lock.
+// released, and on both the share rows of a name, one per slot it used.
+// Run Purge from a periodic job where names are not reused (an order ID in
+// the name): it deletes rows that expired long enough ago and never a held
+// lock or a live share (the share rows of a name go in a share call of
+// their own, once no share or waiter of the name is live).
 //
 // # Round trips
 //
 // An uncontended acquire and release take two round trips (one statement
-// each) on a connection that ran them before. Drivers add their own: the
+// each) on a connection that ran them before. A share call takes five on
+// PostgreSQL (BEGIN, the lock of the name's row, the read, the write of
+// the share and the marker in one statement, COMMIT), four when it is
+// refused (ROLLBACK instead of the write); on MySQL seven and five (the
+// isolation level is a statement of its own, and the share and the marker
+// are written by two). TryAcquireWaiting takes one round trip when it
+// takes the name on PostgreSQL (two on MySQL) and two when it fails on
+// shares; TryAcquireAll of n keys takes n + 2 (n + 3 on MySQL).
+// TestShareRoundTrips counts them. Drivers add their own: the
 // first use of a statement on a connection prepares it (pgx's statement
 // cache; on MySQL the store prepares its statements through database/sql,
 // as a statement with arguments would otherwise be prepared and run in two
@@ -132,7 +168,10 @@
 // timeout) may have taken the key: the store frees it again if the
 // attempt's token holds it, at once and then in the background until the
 // database has answered for the attempt's TTL (Close ends these
-// clean-ups).
+// clean-ups). So with a share call or TryAcquireAll whose COMMIT was sent
+// without an answer: the share is released (ReleaseShare), the keys are
+// freed. A transaction that fails before its COMMIT is sent has changed
+// nothing.
 //
 // A lock is as durable as the database's commits: it survives a restart of
 // the database, and a failover to a synchronous replica. After a failover to
@@ -140,6 +179,75 @@
 // locks are lost (another client may take the key while its holder still
 // works) and, on PostgreSQL, fencing tokens drawn meanwhile may be drawn
 // again; on MySQL a lost row's key restarts from the clock, above them.
+//
+// # Shared holds and numbered permits
+//
+// The store is a core.Sharer: core.Shared (any number of shared holders,
+// the read side of a read-write lock, as Curator's
+// InterProcessReadWriteLock and Redisson's RReadWriteLock) and
+// core.Permits(n) (at most n holders at once, each in a numbered slot, as
+// Curator's InterProcessSemaphoreV2 with numbered leases). The shares of a
+// name are rows of the share table, one per slot: slots 0..n-1 for
+// Permits(n), 0, 1, 2... for shared holds, each with its holder's token,
+// the mode n (0 for shared holds) and its own expiry. While a name has
+// live shares, its row in the lock table holds the marker token
+// '(shares)', which no Locker's token equals and which every call refuses
+// as a token, expiring with the latest share: the exclusive statements
+// above see the name held by another token and need no change (an
+// exclusive acquire fails, a share's token releases or extends nothing
+// there). Fences come from the same counter as exclusive holds (the
+// sequence; the lock row's fence column on MySQL), so they increase
+// across modes.
+//
+// Each share call (TryAcquireShare, ReleaseShare, ExtendShare) is one
+// transaction at READ COMMITTED whatever the database's default:
+//
+//  1. lock the name's row of the lock table (an upsert that inserts it free
+//     when it is missing): the calls of one name queue on that row, which
+//     the exclusive statements lock too;
+//  2. read the lock row and the name's share rows (a plain SELECT: at READ
+//     COMMITTED each statement sees what the previous holders of the row
+//     lock committed);
+//  3. decide (held exclusively, a waiting writer, n permits live, another
+//     mode: ErrModeMismatch) and write: the share in the lowest free slot
+//     (a re-sent attempt keeps its slot), then the marker, its expiry the
+//     later of the share's and the other live shares' latest, and the
+//     fence; a release marks the share's row expired and sets the marker
+//     to the latest remaining share, or frees the name after the last one;
+//  4. commit, or roll back when nothing was written.
+//
+// Expired shares are not deleted: each is the row of its slot, reused by
+// the next share of that slot (an expired share frees its slot at its TTL
+// whatever the others do), and Purge deletes the rows of names that no
+// share holds any more. Writing rows only by their primary key and never
+// deleting them in a share call keeps InnoDB from locking the gaps between
+// index records, which belong to no name: share calls of different names
+// never wait for each other, and the tests see no deadlock, also under
+// concurrency on neighbouring names. (At REPEATABLE READ, InnoDB's
+// default, two share calls of neighbouring names inserting into one gap
+// deadlocked.) On MySQL the transaction level is a statement of its own,
+// which needs binlog_format ROW or MIXED where binary logging is on (the
+// defaults of MySQL 8 and MariaDB).
+//
+// Writers do not starve: TryAcquireWaiting, an exclusive waiter's attempt
+// after its first, is the acquire statement and, when it fails because
+// shares hold the name, a second statement that records the waiter in the
+// share table's slot -1 for its patience (renewed at each attempt, never
+// shortened). While that record is live no new share is taken, also after
+// the shares drained, until the waiter takes the name (the acquire ends
+// the record: on PostgreSQL in the same statement, on MySQL in a second
+// one) or gives up and the record expires.
+//
+// # Several names at once
+//
+// The store is a core.MultiAcquirer: TryAcquireAll takes every key or
+// none in one transaction, running the acquire statement of each key in
+// the order of their bytes and rolling back at the first that finds its
+// key held (by a lock or by shares). Two calls that share keys lock their
+// rows in one order, so they never deadlock, whatever order their callers
+// list the names in (Redisson's RedissonMultiLock deadlocks there). A
+// commit whose answer was lost is undone key by key, as a failed
+// TryAcquire is.
 //
 // # No push wake-ups, no queue
 //
