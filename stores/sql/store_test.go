@@ -185,6 +185,16 @@ func TestMissingTable(t *testing.T) {
 		_, err = s.Purge(ctx, time.Hour)
 		wantNoTable("Purge", err)
 		wantNoTable("Check", s.Check(ctx))
+		_, _, _, err = s.TryAcquireShare(ctx, k, tok, time.Minute, core.Hold{N: 2}, true)
+		wantNoTable("TryAcquireShare", err)
+		_, err = s.ReleaseShare(ctx, k, tok)
+		wantNoTable("ReleaseShare", err)
+		_, _, err = s.ExtendShare(ctx, k, tok, time.Minute, true)
+		wantNoTable("ExtendShare", err)
+		_, _, err = s.TryAcquireWaiting(ctx, k, tok, time.Minute, time.Minute, true)
+		wantNoTable("TryAcquireWaiting", err)
+		_, _, err = s.TryAcquireAll(ctx, []string{k, k + "2"}, tok, time.Minute, true)
+		wantNoTable("TryAcquireAll", err)
 
 		l := core.NewWithStore(s, core.WithWait(0))
 		defer l.Close()
@@ -201,6 +211,48 @@ func TestMissingTable(t *testing.T) {
 		}
 		if fence := mustAcquire(t, s, k, tok, time.Minute, true); fence <= 0 {
 			t.Fatalf("fence %d after CreateTable; want > 0", fence)
+		}
+	})
+}
+
+// TestMissingShareTable: where the lock table exists but the share table
+// does not (an application that runs its migrations by hand and has not
+// run the share migration yet), exclusive locks work, and every call that
+// needs the share table fails with ErrNoTable naming both migrations,
+// leaving nothing held; Check reports it.
+func TestMissingShareTable(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		name := freshTable(t, b, "noshare")
+		db := b.open(t, b.addr(), "")
+		if _, err := db.Exec("DROP TABLE " + name + "_share"); err != nil {
+			t.Fatal(err)
+		}
+		s := newStore(t, db, sqlstore.WithTable(name))
+		ctx := call(t)
+		wantNoTable := func(what string, err error) {
+			t.Helper()
+			if !errors.Is(err, sqlstore.ErrNoTable) || !strings.Contains(err.Error(), name+"_share") || !strings.Contains(err.Error(), "_share.sql") {
+				t.Fatalf("%s without the share table: %v; want ErrNoTable naming the table and its migration", what, err)
+			}
+		}
+		wantNoTable("Check", s.Check(ctx))
+		k, tok := key(t), token()
+		mustAcquire(t, s, k, tok, time.Minute, true)
+		if ok, err := s.Release(ctx, k, tok); !ok || err != nil {
+			t.Fatalf("Release without the share table: %v, %v", ok, err)
+		}
+		_, _, _, err := s.TryAcquireShare(ctx, k, tok, time.Minute, core.Hold{}, false)
+		wantNoTable("TryAcquireShare", err)
+		_, _, err = s.TryAcquireWaiting(ctx, k, tok, time.Minute, time.Minute, false)
+		wantNoTable("TryAcquireWaiting", err)
+		if !free(t, s, k) {
+			t.Fatal("a failed TryAcquireWaiting left the key held")
+		}
+		if err := s.CreateTable(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _, _, err := s.TryAcquireShare(ctx, k, tok, time.Minute, core.Hold{}, false); !ok || err != nil {
+			t.Fatalf("TryAcquireShare after CreateTable: %v, %v", ok, err)
 		}
 	})
 }
