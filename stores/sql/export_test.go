@@ -18,3 +18,7 @@ func IsDeadlock(err error) bool {
 	state, number, ok := serverError(err)
 	return ok && (state == pgDeadlock || number == mysqlDeadlock)
 }
+
+// SetBeforeCommit makes s call f just before each transaction commits;
+// nil turns it off. Not safe while s is in use.
+func SetBeforeCommit(s *Store, f func()) { s.beforeCommit = f }

@@ -152,6 +152,68 @@ func TestLostAnswerIsUndone(t *testing.T) {
 	})
 }
 
+// TestLostCommitIsUndone: a share whose transaction's COMMIT reached the
+// database but whose answer came too late fails, and the store releases
+// the share it may have taken, as it frees the key of a lost acquire;
+// without the clean-up the share holds the name for its whole TTL.
+func TestLostCommitIsUndone(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		for _, undo := range []bool{true, false} {
+			proxy := redistest.NewProxy(t, b.addr())
+			s := newStore(t, b.open(t, proxy.Addr(), ""))
+			if !undo {
+				sqlstore.SetNoUndo(s)
+			}
+			directDB := b.open(t, b.addr(), "")
+			direct := newStore(t, directDB)
+			warm, tok := key(t), token()
+			mustShare(t, s, warm, tok, shared)
+			releaseShare(t, s, warm, tok)
+
+			// The COMMIT reaches the database after a second, its answer
+			// a second later: half a second after the deadline.
+			const delay = time.Second
+			sqlstore.SetBeforeCommit(s, func() { proxy.SetDelay(delay) })
+			ctx, cancel := context.WithTimeout(context.Background(), delay*3/2)
+			k, tok := key(t), token()
+			ok, _, _, err := s.TryAcquireShare(ctx, k, tok, time.Minute, shared, true)
+			cancel()
+			sqlstore.SetBeforeCommit(s, nil)
+			proxy.SetDelay(0)
+			if ok || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("TryAcquireShare whose COMMIT is answered after the deadline: %v, %v; want context.DeadlineExceeded", ok, err)
+			}
+			start := time.Now()
+			if !undo {
+				// The COMMIT takes the share when it runs, and nothing
+				// releases it: the name stays held (TTL 1m).
+				q := "SELECT count(*) FROM " + sqlstore.DefaultTable + "_share WHERE name = $1 AND token = $2"
+				if b.dialect == sqlstore.MySQL {
+					q = "SELECT count(*) FROM " + sqlstore.DefaultTable + "_share WHERE name = ? AND token = ?"
+				}
+				var arg any = []byte(k)
+				if b.dialect == sqlstore.MySQL {
+					arg = k
+				}
+				eventually(t, "without the clean-up, the share committed", func() bool {
+					var n int
+					if err := directDB.QueryRowContext(call(t), q, arg, tok).Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					return n > 0
+				})
+				if free(t, direct, k) {
+					t.Fatal("the name of the committed share is free without the clean-up")
+				}
+				continue
+			}
+			time.Sleep(delay) // the COMMIT has run by now, most likely
+			eventually(t, "the name of the lost share freed", func() bool { return free(t, direct, k) })
+			t.Logf("%s: the share was released %v after the deadline", b.name, time.Since(start).Round(time.Millisecond))
+		}
+	})
+}
+
 // TestPurge: Purge deletes the rows of locks that expired (or, on MySQL,
 // were released) long enough ago, and no lock that is held.
 func TestPurge(t *testing.T) {

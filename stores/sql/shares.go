@@ -708,13 +708,37 @@ func (s *Store) inTx1(ctx context.Context, f func(t *txn) (bool, error)) (bool, 
 	if err != nil || !commit {
 		// A failed rollback changes nothing: the server drops what a
 		// transaction that never committed did.
-		_ = tx.Rollback()
+		_ = s.end(ctx, tx.Rollback)
 		return false, err
 	}
-	if err := tx.Commit(); err != nil {
+	if s.beforeCommit != nil {
+		s.beforeCommit()
+	}
+	if err := s.end(ctx, tx.Commit); err != nil {
 		return mayHaveApplied(err), err
 	}
 	return false, nil
+}
+
+// end runs the COMMIT or ROLLBACK of a transaction, and returns within
+// ctx. pgx's honour the context of the transaction; go-sql-driver/mysql's
+// take none, and would wait for a stalled server as long as its connection
+// lasts: so on MySQL end waits for it on a goroutine of its own, and gives
+// up when ctx ends (a COMMIT that may have been applied is then undone as
+// any lost answer is; database/sql does the same with its ROLLBACK when a
+// transaction's context ends).
+func (s *Store) end(ctx context.Context, f func() error) error {
+	if s.dialect == PostgreSQL {
+		return f()
+	}
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // prepareTx prepares the statements of transactions (MySQL), once per

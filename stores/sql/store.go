@@ -41,8 +41,10 @@ type Store struct {
 	trace  func(query string, args []any)
 	noUndo bool
 	// onRetry, set by the package's tests only, sees the error of every
-	// statement or transaction that is run again.
-	onRetry func(err error)
+	// statement or transaction that is run again; beforeCommit runs just
+	// before a transaction commits.
+	onRetry      func(err error)
+	beforeCommit func()
 }
 
 var (
