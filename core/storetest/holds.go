@@ -3,9 +3,11 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reqlock/reqlock/core"
@@ -158,10 +160,11 @@ func (s *suite) notStalled(start time.Time, ttl time.Duration, what string) {
 	}
 }
 
-var (
-	shared  = core.Hold{}
-	permits = func(n int) core.Hold { return core.Hold{N: n} }
-)
+// shared is the Hold of a shared holder.
+var shared = core.Hold{}
+
+// permits returns the Hold of a holder of one of n permits.
+func permits(n int) core.Hold { return core.Hold{N: n} }
 
 // sharesCoexistAndExcludeExclusive: many shared holders, on several
 // clients, hold one key at once; while they do (or permit holders do),
@@ -197,6 +200,9 @@ func sharesCoexistAndExcludeExclusive(s *suite) {
 	s.share(shs[0], pkey, token(), s.long, permits(2), false, "of a free key")
 	if ok, _ := s.tryAcquire(shs[1], pkey, token(), s.long, false); ok {
 		s.t.Fatalf("storetest: TryAcquire of %s reported true while a permit holder held it", pkey)
+	}
+	if ok, _ := s.tryWaiting(shs[2], pkey, token(), s.long, s.long, false); ok {
+		s.t.Fatalf("storetest: TryAcquireWaiting of %s reported true while a permit holder held it", pkey)
 	}
 
 	xkey, holder := s.key(), token()
@@ -316,7 +322,7 @@ func contend(s *suite, shs []core.Sharer, h core.Hold) {
 	key := s.key()
 	c := &holdChecker{n: h.N, slots: map[int]bool{}}
 	var errs errorList
-	var exclusive, shares sync.Map // tokens of each kind that succeeded, for the counts
+	var exclusive, shares atomic.Int64 // the holds of each kind taken
 	var wg sync.WaitGroup
 	for i, sh := range shs {
 		for g := range perClient {
@@ -329,9 +335,9 @@ func contend(s *suite, shs []core.Sharer, h core.Hold) {
 						return
 					}
 					if excl {
-						exclusive.Store(r*100+i*10+g, true)
+						exclusive.Add(1)
 					} else {
-						shares.Store(r*100+i*10+g, true)
+						shares.Add(1)
 					}
 				}
 			}()
@@ -340,11 +346,7 @@ func contend(s *suite, shs []core.Sharer, h core.Hold) {
 	wg.Wait()
 	c.report(s.t, key)
 	errs.report(s.t)
-	count := func(m *sync.Map) (n int) {
-		m.Range(func(any, any) bool { n++; return true })
-		return n
-	}
-	if e, sh := count(&exclusive), count(&shares); e == 0 || sh == 0 {
+	if e, sh := exclusive.Load(), shares.Load(); e == 0 || sh == 0 {
 		s.t.Errorf("storetest: goroutines contending for %s exclusively and with %v took %d exclusive and %d shared holds in 10s: both must be taken",
 			key, h, e, sh)
 	}
@@ -419,7 +421,7 @@ func permitsBoundHoldersAndSlots(s *suite) {
 		slot, _ := s.share(shs[i%3], key, tok, s.long, h, false, what)
 		if slot != want {
 			s.t.Fatalf("storetest: TryAcquireShare(%q, %v) gave slot %d %s; want %d, the lowest free slot (live holders' slots: %v)",
-				key, h, slot, what, want, slices.Sorted(mapValues(held)))
+				key, h, slot, what, want, slices.Sorted(maps.Values(held)))
 		}
 		held[tok] = slot
 		return tok
@@ -457,17 +459,6 @@ func permitsBoundHoldersAndSlots(s *suite) {
 		}
 	}
 	s.noShare(shs[1], key, h, "while its 3 permits were held (after releases and re-sent attempts)")
-}
-
-// mapValues returns the values of m.
-func mapValues(m map[string]int) func(func(int) bool) {
-	return func(yield func(int) bool) {
-		for _, v := range m {
-			if !yield(v) {
-				return
-			}
-		}
-	}
 }
 
 // sharesExpireOnTheirOwn: each share expires at its own TTL. Of two permit
@@ -566,7 +557,8 @@ func modeMismatchIsError(s *suite) {
 // TryAcquireWaiting of a key that shared holders hold has failed, a new
 // TryAcquireShare fails, before and after the shares are released; the
 // waiter's next TryAcquireWaiting takes the key, and once it releases it,
-// shares are taken again (its success cleared the record).
+// shares are taken again (its success cleared the record). A waiter of a
+// key that permit holders hold keeps its free slots from new holders too.
 func waitingExclusiveBlocksNewShares(s *suite) {
 	shs := s.sharers(3)
 	a, w, c := shs[0], shs[1], shs[2]
@@ -592,6 +584,16 @@ func waitingExclusiveBlocksNewShares(s *suite) {
 	}
 	s.share(c, key, token(), s.long, shared, false,
 		"after the waiter took it and released it: a TryAcquireWaiting that succeeds must clear its record")
+
+	// Permits too: a free slot is not given while a waiter is recorded.
+	pkey := s.key()
+	s.share(a, pkey, token(), s.long, permits(2), false, "of a free key")
+	start = time.Now()
+	if ok, _ := s.tryWaiting(w, pkey, token(), s.long, s.long, false); ok {
+		s.t.Fatalf("storetest: TryAcquireWaiting of %s reported true while a permit holder held it", pkey)
+	}
+	s.noShare(c, pkey, permits(2), fmt.Sprintf("while one of 2 permits was held and an exclusive waiter (patience %v) was recorded: writers would starve", s.long))
+	s.notStalled(start, s.long, "the refused permit")
 }
 
 // expiredWaitingRecordFreesShares: the record of a TryAcquireWaiting that
@@ -642,9 +644,10 @@ func expiredWaitingRecordFreesShares(s *suite) {
 }
 
 // shareCallsActOnlyForTheirToken: ReleaseShare and ExtendShare with a token
-// that holds no share of a key report false and change nothing; Release
-// and Extend (the exclusive calls) with a share's token report false and
-// leave the share live; ReleaseShare is idempotent and frees only its own
+// that holds no share of a key report false and change nothing (the
+// holders' shares stay live, and expire at their own TTL); Release and
+// Extend (the exclusive calls) with a share's token report false and leave
+// the share as it was; ReleaseShare is idempotent and frees only its own
 // share.
 func shareCallsActOnlyForTheirToken(s *suite) {
 	shs := s.sharers(2)
@@ -693,6 +696,23 @@ func shareCallsActOnlyForTheirToken(s *suite) {
 	if s.held(a, key) {
 		s.t.Errorf("storetest: %s was still held after its last shared holder released it", key)
 	}
+
+	// Extends by the wrong calls keep nothing alive: a share with a short
+	// TTL expires at it, and the key with it.
+	key, short, stranger := s.key(), token(), token()
+	start := time.Now()
+	s.share(a, key, short, s.ttl, shared, false, "of a free key")
+	set := time.Now()
+	if ok, _ := s.extendShare(b, key, stranger, s.long, true); ok {
+		s.t.Errorf("storetest: ExtendShare of %s with a token that holds no share of it reported true", key)
+	}
+	if ok, _ := s.extend(b, key, short, s.long, true); ok {
+		s.t.Errorf("storetest: Extend (exclusive) of %s with the token of a shared holder reported true", key)
+	}
+	if s.releaseShare(b, key, stranger) {
+		s.t.Errorf("storetest: ReleaseShare of %s with a token that holds no share of it reported true (after its ExtendShare took a share?)", key)
+	}
+	s.awaitExpiry(b, key, start, set, s.ttl)
 }
 
 // shareFencesShareTheCounter: fenced shares, shared or permits, draw their

@@ -55,6 +55,14 @@ var memCases = []memCase{
 		bug: bugExclusiveIgnoresShares, want: "an exclusive hold began while", tries: 3,
 	},
 	{
+		property: "Holds/HoldsNeverOverlapExclusive", store: "permits(n) lets n+1 holders in",
+		bug: bugPermitsOneMore, want: "permit holders of 2 were live", tries: 3,
+	},
+	{
+		property: "Holds/HoldsNeverOverlapExclusive", store: "the slot is the number of live holders",
+		bug: bugSlotsCollide, want: "which a live holder had", tries: 3,
+	},
+	{
 		property: "Holds/PermitsBoundHoldersAndSlots", store: "permits(n) lets n+1 holders in",
 		bug: bugPermitsOneMore, want: "more than n holders at once",
 	},
@@ -97,6 +105,10 @@ var memCases = []memCase{
 	{
 		property: "Holds/ShareCallsActOnlyForTheirToken", store: "Release with a share's token frees the shares",
 		bug: bugReleaseFreesShares, want: "with the token of a shared holder freed the share",
+	},
+	{
+		property: "Holds/ShareCallsActOnlyForTheirToken", store: "ExtendShare by a token without a share extends the others",
+		bug: bugExtendShareAny, want: "its TTL is not honoured",
 	},
 	{
 		property: "Holds/ShareFencesShareTheCounter", store: "shares draw fences from a counter of their own",
@@ -161,5 +173,15 @@ func TestAcquireAllNotAtomicIsSkipped(t *testing.T) {
 	rep := storetest.Check(t, "AcquireAllIsAllOrNone", memStores(bugMultiNotAtomic), storetest.Options{})
 	if !rep.Skipped || rep.Failed {
 		t.Fatalf("got %+v; want the property skipped", rep)
+	}
+}
+
+// TestAcquireAllOfOneSlotSuffices: a MultiAcquirer that takes only keys of
+// one hash tag in one step (a Redis Cluster), and answers ErrNotAtomic for
+// the others, passes AcquireAllIsAllOrNone.
+func TestAcquireAllOfOneSlotSuffices(t *testing.T) {
+	rep := storetest.Check(t, "AcquireAllIsAllOrNone", memStores(bugMultiOneTag), storetest.Options{})
+	if rep.Skipped || rep.Failed {
+		t.Fatalf("got %+v; want the property passed", rep)
 	}
 }

@@ -3,6 +3,7 @@ package storetest_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/reqlock/reqlock/core"
@@ -51,10 +52,12 @@ const (
 	bugWaitForever                   // the waiting record never expires
 	bugReleaseShareAny               // ReleaseShare by a token with no share removes another share
 	bugReleaseFreesShares            // Release (exclusive) with a share's token frees the shares
+	bugExtendShareAny                // ExtendShare by a token with no share extends every share
 	bugShareFenceOwnCounter          // shares draw fences from a counter of their own
 	bugNoHoldCheck                   // no range check of Hold.N
 	bugMultiPartial                  // TryAcquireAll sets keys in order until one is held
 	bugMultiNotAtomic                // TryAcquireAll always answers ErrNotAtomic
+	bugMultiOneTag                   // TryAcquireAll answers ErrNotAtomic for keys of different hash tags (a Redis Cluster); no bug
 )
 
 // newMemData returns the data of an empty store.
@@ -289,6 +292,11 @@ func (m *memStore) ExtendShare(ctx context.Context, key, token string, ttl time.
 	now := time.Now()
 	k := m.get(key, now)
 	if k == nil || k.shares[token] == nil {
+		if k != nil && m.bug == bugExtendShareAny {
+			for _, sh := range k.shares {
+				sh.exp = now.Add(ttl)
+			}
+		}
 		return false, 0, nil
 	}
 	k.shares[token].exp = now.Add(ttl)
@@ -317,7 +325,7 @@ func (m *memStore) TryAcquireWaiting(ctx context.Context, key, token string, ttl
 }
 
 func (m *memStore) TryAcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration, fenced bool) (bool, []int64, error) {
-	if m.bug == bugMultiNotAtomic {
+	if m.bug == bugMultiNotAtomic || m.bug == bugMultiOneTag && !oneTag(keys) {
 		return false, nil, fmt.Errorf("memstore: %w", core.ErrNotAtomic)
 	}
 	if err := m.lock(ctx); err != nil {
@@ -342,4 +350,26 @@ func (m *memStore) TryAcquireAll(ctx context.Context, keys []string, token strin
 		fences[i] = m.fence(key, fenced)
 	}
 	return true, fences, nil
+}
+
+// oneTag reports whether keys have one hash tag, the text between the first
+// "{" and the next "}", as a Redis Cluster slots them.
+func oneTag(keys []string) bool {
+	tag := func(k string) string {
+		_, after, ok := strings.Cut(k, "{")
+		if !ok {
+			return k
+		}
+		t, _, ok := strings.Cut(after, "}")
+		if !ok || t == "" {
+			return k
+		}
+		return t
+	}
+	for _, k := range keys {
+		if tag(k) != tag(keys[0]) {
+			return false
+		}
+	}
+	return true
 }
