@@ -85,8 +85,9 @@
 //     0..n-1, the lowest free one each time; the next is refused and takes
 //     nothing; an attempt sent again with a holder's token keeps its slot;
 //   - SharesExpireOnTheirOwn: a short share frees its slot at its own TTL
-//     while a long one stays live, and a key whose shares all ran out is
-//     free for an exclusive holder;
+//     while a long one stays live, a key whose shares all ran out is free
+//     for an exclusive holder, and an attempt sent again with a holder's
+//     token resets its share's TTL;
 //   - ModeMismatchIsError: shared beside permits, permits(m) beside
 //     permits(n) and permits beside shared are errors wrapping
 //     core.ErrModeMismatch that take nothing;
@@ -98,7 +99,8 @@
 //     blocks shares for its patience only;
 //   - ShareCallsActOnlyForTheirToken: ReleaseShare and ExtendShare by a
 //     token without a share, and Release and Extend with a share's token,
-//     report false and change nothing; ReleaseShare is idempotent;
+//     report false and change nothing (the shares neither go nor outlive
+//     their TTL); ReleaseShare is idempotent;
 //   - ShareFencesShareTheCounter: fenced shares draw fences from the
 //     counter of exclusive holds, so that interleaved holds of any mode
 //     draw strictly increasing fences;

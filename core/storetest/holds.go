@@ -223,12 +223,12 @@ func sharesCoexistAndExcludeExclusive(s *suite) {
 type holdChecker struct {
 	n int // permits of the shares; 0 for shared holds
 
-	mu                 sync.Mutex
-	exclusive, shares  int
-	slots              map[int]bool
-	entries, mostShare int
-	violations         []string
-	more               int
+	mu                sync.Mutex
+	exclusive, shares int
+	slots             map[int]bool
+	entries           int
+	violations        []string
+	more              int
 }
 
 func (c *holdChecker) violation(format string, args ...any) {
@@ -275,7 +275,6 @@ func (c *holdChecker) enterShare(slot int) (exit func()) {
 		c.slots[slot] = true
 	}
 	c.shares++
-	c.mostShare = max(c.mostShare, c.shares)
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -464,10 +463,15 @@ func permitsBoundHoldersAndSlots(s *suite) {
 // sharesExpireOnTheirOwn: each share expires at its own TTL. Of two permit
 // holders, a long one taken first and a short one, the short one's slot is
 // free again once its TTL has run out (not before), while the long one
-// stays live and the key stays held; and a key whose shares all ran out is
-// free for an exclusive holder.
+// stays live and the key stays held; a key whose shares all ran out is
+// free for an exclusive holder; and a TryAcquireShare sent again with a
+// holder's token resets its TTL to the one it carries.
 func sharesExpireOnTheirOwn(s *suite) {
 	shs := s.sharers(3)
+	// Checked at the end: what comes between waits longer than this, most
+	// of the time.
+	rkey, rtok, rset, rttl := resentShare(s, shs[0])
+
 	key, long := s.key(), token()
 	h := permits(2)
 	s.share(shs[0], key, long, s.long, h, false, "of a free key")
@@ -508,6 +512,38 @@ func sharesExpireOnTheirOwn(s *suite) {
 	s.share(shs[0], skey, token(), s.ttl, shared, false, "of a free key")
 	s.share(shs[1], skey, token(), s.ttl, shared, false, "beside a shared holder")
 	s.awaitExpiry(shs[2], skey, start, time.Now(), s.ttl)
+
+	sleepUntil(rset.Add(s.surelyExpired(rttl) + s.slack))
+	if ok, _ := s.extendShare(shs[1], rkey, rtok, s.long, false); !ok {
+		s.t.Errorf("storetest: a shared holder of %s with TTL %v, whose TryAcquireShare was sent again with TTL %v, was gone %v later: the re-sent attempt did not reset its TTL",
+			rkey, rttl, s.long, time.Since(rset).Round(time.Millisecond))
+	}
+}
+
+// resentShare takes a share of a fresh key for tok with a short TTL on sh,
+// and sends the attempt again with s.long before the first one could
+// expire. It returns when the first one returned, and its TTL.
+//
+// A resent attempt that returned after the first one's share could have
+// expired (a loaded host) may have taken a new share, which proves
+// nothing: the round is run again with twice the TTL.
+func resentShare(s *suite, sh core.Sharer) (key, tok string, set time.Time, ttl time.Duration) {
+	s.t.Helper()
+	for ttl = s.ttl; ; ttl *= 2 {
+		key, tok = s.key(), token()
+		start := time.Now()
+		s.share(sh, key, tok, ttl, shared, false, "of a free key")
+		set = time.Now()
+		if ok, _, _ := s.tryShare(sh, key, tok, s.long, shared, false); !ok {
+			s.t.Fatalf("storetest: TryAcquireShare of %s sent again with the token of its shared holder reported false: a retried attempt would wait for itself", key)
+		}
+		if time.Since(start) < s.earliest(ttl) {
+			return key, tok, set, ttl
+		}
+		if ttl >= s.long {
+			s.t.Fatalf("storetest: this process stalled past the TTL between every TryAcquireShare and its resending, up to a TTL of %v: cannot tell whether a resent attempt resets the TTL", ttl)
+		}
+	}
 }
 
 // modeMismatchIsError: a shared hold while permits are live, permits(3)

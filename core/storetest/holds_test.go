@@ -79,6 +79,10 @@ var memCases = []memCase{
 		bug: bugKeyExpiry, want: "each share must expire on its own TTL",
 	},
 	{
+		property: "Holds/SharesExpireOnTheirOwn", store: "a re-sent attempt keeps the share's TTL",
+		bug: bugResentKeepsTTL, want: "the re-sent attempt did not reset its TTL",
+	},
+	{
 		property: "Holds/ModeMismatchIsError", store: "no mode check",
 		bug: bugNoMismatch, want: "want an error wrapping core.ErrModeMismatch",
 	},

@@ -45,6 +45,7 @@ const (
 	bugPermitsOneMore                // permits(n) lets n+1 holders in
 	bugSlotsCollide                  // the slot is the number of live shares, not the lowest free one
 	bugResentNewSlot                 // a re-sent TryAcquireShare takes a new slot
+	bugResentKeepsTTL                // a re-sent TryAcquireShare keeps the share's TTL
 	bugKeyExpiry                     // every share expires with the key (the latest share's expiry), not on its own
 	bugNoMismatch                    // no mode check: any hold joins the shares
 	bugWaitIgnored                   // TryAcquireShare ignores the waiting record
@@ -222,7 +223,9 @@ func (m *memStore) TryAcquireShare(ctx context.Context, key, token string, ttl t
 	now := time.Now()
 	k := m.state(key, now)
 	if sh := k.shares[token]; sh != nil && m.bug != bugResentNewSlot {
-		sh.exp = now.Add(ttl)
+		if m.bug != bugResentKeepsTTL {
+			sh.exp = now.Add(ttl)
+		}
 		return true, sh.slot, m.shareFence(key, fenced), nil
 	}
 	switch {
