@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -30,6 +31,7 @@ const holdsGroup = "Holds"
 var holdProperties = []property{
 	{"SharesCoexistAndExcludeExclusive", sharesCoexistAndExcludeExclusive},
 	{"HoldsNeverOverlapExclusive", holdsNeverOverlapExclusive},
+	{"LockersOfEveryModeExclude", lockersOfEveryModeExclude},
 	{"PermitsBoundHoldersAndSlots", permitsBoundHoldersAndSlots},
 	{"SharesExpireOnTheirOwn", sharesExpireOnTheirOwn},
 	{"ModeMismatchIsError", modeMismatchIsError},
@@ -403,6 +405,75 @@ func hold(s *suite, sh core.Sharer, key string, h core.Hold, excl bool, deadline
 		}
 		return true
 	}
+}
+
+// lockersOfEveryModeExclude: MutualExclusion with modes. Lockers on three
+// clients of the store, each with several goroutines, take one name in
+// turn, exclusively or with core.Shared (then core.Permits(2)), as the
+// Locker does it (TryAcquireShare, TryAcquireWaiting, ReleaseShare); an
+// exclusive lease never overlaps another lease, permit leases never number
+// more than 2 nor share a slot, and every acquire and release succeeds (the
+// wait is generous).
+func lockersOfEveryModeExclude(s *suite) {
+	shs := s.sharers(3)
+	for _, n := range []int{0, 2} {
+		lockerContend(s, shs, n)
+	}
+}
+
+// lockerContend runs the rounds of lockersOfEveryModeExclude with shares
+// of n permits (0: core.Shared).
+func lockerContend(s *suite, shs []core.Sharer, n int) {
+	const perClient, rounds = 3, 6
+	mode := core.Shared()
+	if n > 0 {
+		mode = core.Permits(n)
+	}
+	name := s.lockName()
+	c := &holdChecker{n: n, slots: map[int]bool{}}
+	var errs errorList
+	var wg sync.WaitGroup
+	for i, st := range shs {
+		// A waiter waits only while the others run their sections, which
+		// take seconds at most: a minute's budget is never spent.
+		l := s.locker(st, core.WithWait(time.Minute))
+		for g := range perClient {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range rounds {
+					excl := (i+g+r)%3 == 0
+					opts := []core.CallOption{mode}
+					if excl {
+						opts = nil
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+					lease, err := l.Acquire(ctx, name, opts...)
+					if err != nil {
+						cancel()
+						errs.add("Acquire(%q) (exclusive %v, %v) with a wait of 1m: %v", name, excl, core.Hold{N: n}, err)
+						return
+					}
+					var exit func()
+					if excl {
+						exit = c.enterExclusive()
+						time.Sleep(2 * time.Millisecond)
+					} else {
+						exit = c.enterShare(lease.Slot())
+						time.Sleep(time.Millisecond)
+					}
+					exit()
+					if err := lease.Release(ctx); err != nil {
+						errs.add("Release(%q): %v", name, err)
+					}
+					cancel()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	c.report(s.t, name)
+	errs.report(s.t)
 }
 
 // permitsBoundHoldersAndSlots: permits(3) on three clients: three holders

@@ -63,6 +63,14 @@ var memCases = []memCase{
 		bug: bugSlotsCollide, want: "which a live holder had", tries: 3,
 	},
 	{
+		property: "Holds/LockersOfEveryModeExclude", store: "shares ignore an exclusive holder",
+		bug: bugSharesIgnoreExclusive, want: "a shared hold began while an exclusive hold was live", tries: 3,
+	},
+	{
+		property: "Holds/LockersOfEveryModeExclude", store: "permits(n) lets n+1 holders in",
+		bug: bugPermitsOneMore, want: "permit holders of 2 were live", tries: 3,
+	},
+	{
 		property: "Holds/PermitsBoundHoldersAndSlots", store: "permits(n) lets n+1 holders in",
 		bug: bugPermitsOneMore, want: "more than n holders at once",
 	},
