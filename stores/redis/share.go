@@ -136,8 +136,9 @@ func (s *Store) TryAcquireWaiting(ctx context.Context, key, token string, ttl, p
 // with an error wrapping lockstore.ErrNotAtomic before anything is sent
 // (the Locker then takes them one by one); keys of one hash tag share a
 // slot. Any keys go in one script on a standalone server or a
-// Sentinel-managed master (a *redis.Client). A failed attempt is undone
-// key by key as TryAcquire's are.
+// Sentinel-managed master (a *redis.Client). A failed attempt is not
+// undone here: the Locker undoes it key by key (Undo), as what it may
+// have set is an exclusive lock of each key.
 func (s *Store) TryAcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration, fenced bool) (bool, []int64, error) {
 	if len(keys) == 0 {
 		return false, nil, fmt.Errorf("%w: redisstore: acquire all: no keys", lockstore.ErrInvalidOption)
@@ -148,14 +149,8 @@ func (s *Store) TryAcquireAll(ctx context.Context, keys []string, token string, 
 	if _, single := s.client.(*redis.Client); !single && !redisscript.OneSlot(keys) {
 		return false, nil, fmt.Errorf("redisstore: %d keys of several Cluster hash slots (%s, ...): %w", len(keys), keys[0], lockstore.ErrNotAtomic)
 	}
-	sent := time.Now()
 	r, err := s.run(ctx, acquireAllScript, redisscript.AllKeys(keys), token, ttl.Milliseconds(), redisscript.Flag(fenced), fenceGrace.Milliseconds()).Int64Slice()
 	if err != nil {
-		if mayHaveApplied(err) {
-			for _, k := range keys {
-				s.Undo(ctx, k, token, ttl, sent)
-			}
-		}
 		return false, nil, s.failed(err)
 	}
 	ok, fences, err := redisscript.ParseAll(r, len(keys))

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redisscript"
 	"github.com/reqlock/reqlock/internal/redistest"
 	"github.com/reqlock/reqlock/lockstore"
@@ -383,5 +385,42 @@ func TestSharesAndTheFairQueue(t *testing.T) {
 	g, err = s.Enqueue(ctx, key, "q", shareTTL, shareTTL, false)
 	if err != nil || !g.OK {
 		t.Fatalf("Enqueue after the last share = %+v, %v; want the name", g, err)
+	}
+}
+
+// Redlock keeps one holder per name: it is no Sharer, and a Locker on it
+// refuses shared holds and permits with a clear ErrInvalidOption, sending
+// nothing. AcquireAll takes its names one by one (it is no MultiAcquirer).
+func TestRedlockRefusesShares(t *testing.T) {
+	nodes := redistest.StartNodes(t, 3)
+	r := redisstore.NewRedlock(nodes.Clients(t))
+	if _, ok := any(r).(lockstore.Sharer); ok {
+		t.Fatal("Redlock is a Sharer: shares on a quorum of masters are not designed")
+	}
+	if _, ok := any(r).(lockstore.MultiAcquirer); ok {
+		t.Fatal("Redlock is a MultiAcquirer")
+	}
+	l := core.NewWithStore(r, core.WithTTL(shareTTL))
+	defer l.Close()
+	for _, opt := range []core.CallOption{core.Shared(), core.Permits(2)} {
+		lease, err := l.Acquire(context.Background(), uniq(t), opt)
+		if !errors.Is(err, core.ErrInvalidOption) {
+			if lease != nil {
+				_ = lease.Release(context.Background())
+			}
+			t.Fatalf("a shared hold on Redlock: %v, want ErrInvalidOption", err)
+		}
+		if !strings.Contains(err.Error(), "Sharer") {
+			t.Fatalf("the error does not say what is missing: %v", err)
+		}
+		t.Log(err)
+	}
+	names := []string{uniq(t), uniq(t)}
+	lease, err := l.AcquireAll(context.Background(), names)
+	if err != nil {
+		t.Fatalf("AcquireAll on Redlock: %v", err)
+	}
+	if err := lease.Release(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
