@@ -59,10 +59,11 @@ if n > 0 then
   end
 end
 redis.call("ZADD", KEYS[3], now + ttl, token)
+record(token, slot, 0) -- before settle, which sets the hash's expiry
 local last = settle(n)
 fence = 0
 if fenced then
   fence = draw(last - now + grace)
+  record(token, slot, fence)
 end
-record(token, slot, fence)
 return {1, slot, fence}
