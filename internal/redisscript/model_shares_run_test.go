@@ -90,15 +90,15 @@ func (c *sclient) exclusive() bool { return c.role == writer || c.role == multi 
 type skind int
 
 const (
-	sArrive   skind = iota // an idle client asks: its first attempt
-	sRetry                 // a waiting client tries again
-	sResend                // a holder sends its attempt again (a retry whose reply was lost)
-	sExtend                // a share holder extends its share
-	sRelease               // a holder releases
-	sGiveUp                // a waiting client gives up (no call: a writer's record expires)
-	sCrash                 // a client's process dies
-	sStale                 // a release with an old token
-	sAdvance               // time passes
+	sArrive  skind = iota // an idle client asks: its first attempt
+	sRetry                // a waiting client tries again
+	sResend               // a holder sends its attempt again (a retry whose reply was lost)
+	sExtend               // a share holder extends its share
+	sRelease              // a holder releases
+	sGiveUp               // a waiting client gives up (no call: a writer's record expires)
+	sCrash                // a client's process dies
+	sStale                // a release with an old token
+	sAdvance              // time passes
 	skinds
 )
 
