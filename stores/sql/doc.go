@@ -168,10 +168,10 @@
 // timeout) may have taken the key: the store frees it again if the
 // attempt's token holds it, at once and then in the background until the
 // database has answered for the attempt's TTL (Close ends these
-// clean-ups). So with a share call or TryAcquireAll whose COMMIT was sent
-// without an answer: the share is released (ReleaseShare), the keys are
-// freed. A transaction that fails before its COMMIT is sent has changed
-// nothing.
+// clean-ups). So with a share whose COMMIT was sent without an answer: it
+// is released in the background (ReleaseShare); the keys of a failed
+// TryAcquireAll are undone by the Locker. A transaction that fails before
+// its COMMIT is sent has changed nothing.
 //
 // A lock is as durable as the database's commits: it survives a restart of
 // the database, and a failover to a synchronous replica. After a failover to
@@ -245,9 +245,9 @@
 // the order of their bytes and rolling back at the first that finds its
 // key held (by a lock or by shares). Two calls that share keys lock their
 // rows in one order, so they never deadlock, whatever order their callers
-// list the names in (Redisson's RedissonMultiLock deadlocks there). A
-// commit whose answer was lost is undone key by key, as a failed
-// TryAcquire is.
+// list the names in (Redisson's RedissonMultiLock deadlocks there). The
+// Locker undoes the keys of an attempt that failed with an error (a commit
+// whose answer was lost may have taken them) through Undo.
 //
 // # No push wake-ups, no queue
 //

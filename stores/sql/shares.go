@@ -445,7 +445,8 @@ func (s *Store) TryAcquireWaiting(ctx context.Context, key, token string, ttl, p
 // without, zeros. Keys must be distinct.
 //
 // A transaction whose commit was sent but not answered may have taken the
-// keys: each is freed again in the background, as TryAcquire does.
+// keys: the Locker undoes each key of an attempt that failed with an error
+// (Undo, in the background), as the Redis stores leave it to do.
 func (s *Store) TryAcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration, fenced bool) (bool, []int64, error) {
 	if len(keys) == 0 {
 		return false, nil, errors.New("sqlstore: acquire all: no key")
@@ -470,8 +471,7 @@ func (s *Store) TryAcquireAll(ctx context.Context, keys []string, token string, 
 	}
 	fences := make([]int64, len(keys))
 	var ok bool
-	sent := time.Now()
-	unknown, err := s.inTx(ctx, func(t *txn) (bool, error) {
+	_, err := s.inTx(ctx, func(t *txn) (bool, error) {
 		ok = false
 		for _, i := range order {
 			taken, fence, err := t.acquire(keys[i], token, ttl, fenced)
@@ -484,11 +484,6 @@ func (s *Store) TryAcquireAll(ctx context.Context, keys []string, token string, 
 		return true, nil
 	})
 	if err != nil {
-		if unknown && !s.noUndo {
-			for _, k := range keys {
-				s.Undo(ctx, k, token, ttl, sent)
-			}
-		}
 		return false, nil, s.fail(ctx, fmt.Sprintf("acquire all of %d keys", len(keys)), err)
 	}
 	if !ok {
