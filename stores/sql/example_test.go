@@ -76,8 +76,56 @@ func Example_mySQL() {
 	// Output: second acquire: true
 }
 
-// The migration of the lock table on PostgreSQL, for a service whose
-// database role may not create tables: the file migrations/postgresql.sql.
+// Shared holds, numbered permits and several names at once on
+// PostgreSQL: reads share an order, writes exclude; a hot item's stock is
+// sold from 2 segments at once; a transfer takes both orders or none.
+func Example_shares() {
+	db, err := sql.Open("pgx", pgURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	store, err := sqlstore.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	if err := store.CreateTable(ctx); err != nil { // the lock and share tables
+		log.Fatal(err)
+	}
+	locker := core.NewWithStore(store, core.WithTTL(10*time.Second), core.WithWait(100*time.Millisecond))
+	defer locker.Close()
+
+	r1, _ := locker.Acquire(ctx, "order:7", core.Shared())
+	r2, _ := locker.Acquire(ctx, "order:7", core.Shared())
+	_, err = locker.Acquire(ctx, "order:7") // a writer waits for the readers
+	fmt.Println("two readers, writer refused:", r1 != nil && r2 != nil, err != nil)
+	r1.Release(ctx)
+	r2.Release(ctx)
+
+	s0, _ := locker.Acquire(ctx, "stock:10001", core.Permits(2))
+	s1, _ := locker.Acquire(ctx, "stock:10001", core.Permits(2))
+	_, err = locker.Acquire(ctx, "stock:10001", core.Permits(2))
+	fmt.Println("segments", s0.Slot(), s1.Slot(), "third refused:", err != nil)
+	s0.Release(ctx)
+	s1.Release(ctx)
+
+	both, err := locker.AcquireAll(ctx, []string{"order:8", "order:7"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("transfer holds", len(both.Names()), "orders")
+	both.Release(ctx)
+	// Output:
+	// two readers, writer refused: true true
+	// segments 0 1 third refused: true
+	// transfer holds 2 orders
+}
+
+// The migrations of the lock and share tables on PostgreSQL, for a service
+// whose database role may not create tables: the files
+// migrations/postgresql.sql and migrations/postgresql_share.sql.
 func ExampleStore_Migration() {
 	db, _ := sql.Open("pgx", pgURL) // connects only when used
 	defer db.Close()

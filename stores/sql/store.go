@@ -23,9 +23,10 @@ const MaxKeyLen = 1024
 // are 26 bytes.
 const maxTokenLen = 255
 
-// Store is a core.Store on PostgreSQL or MySQL/MariaDB through database/sql.
-// Build it with New; it is safe for concurrent use. See the package doc for
-// the table and how each call works.
+// Store is a core.Store on PostgreSQL or MySQL/MariaDB through database/sql,
+// and a core.Sharer and core.MultiAcquirer (shared holds, permits,
+// AcquireAll). Build it with New; it is safe for concurrent use. See the
+// package doc for the tables and how each call works.
 type Store struct {
 	db      *sql.DB
 	dialect Dialect
@@ -54,11 +55,11 @@ var (
 	_ core.MultiAcquirer = (*Store)(nil)
 )
 
-// New returns a Store that keeps its locks in a table of the database db,
-// which it does not close. It sends nothing to the database: the table must
-// exist before the first lock is taken (see CreateTable and Migration), and
-// a call made without it fails with an error that wraps ErrNoTable and
-// names the migration to run.
+// New returns a Store that keeps its locks in tables of the database db,
+// which it does not close. It sends nothing to the database: the tables
+// must exist before the first lock is taken (see CreateTable and
+// Migration), and a call made without them fails with an error that wraps
+// ErrNoTable and names the migrations to run.
 //
 // The dialect is WithDialect's, or told from db's driver (see WithDialect).
 // A nil db, an invalid option or a dialect that cannot be told returns an
@@ -127,11 +128,11 @@ func (s *Store) Migration() string { return s.dialect.migration(s.table) }
 
 // CreateTable creates the lock table, the share table and on PostgreSQL
 // the fencing sequence if they do not exist, by running Migration's
-// statements. It
-// is idempotent, and safe to call from several processes at once; it
-// changes nothing in a table that exists. A Store never creates its table
-// by itself: call CreateTable when the application starts, or run
-// Migration with the application's migrations.
+// statements. It is idempotent, and safe to call from several processes at
+// once; it changes nothing in a table that exists (a database that has the
+// lock table of an earlier version gets the share table). A Store never
+// creates its tables by itself: call CreateTable when the application
+// starts, or run Migration with the application's migrations.
 func (s *Store) CreateTable(ctx context.Context) error {
 	for _, stmt := range statements(s.Migration()) {
 		var err error
