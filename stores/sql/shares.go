@@ -17,7 +17,7 @@ import (
 
 // This file holds shared holds and numbered permits (core.Sharer) and the
 // atomic acquire of several keys (core.MultiAcquirer). See the package doc,
-// "Shares", for the design; in short:
+// "Shared holds and numbered permits", for the design; in short:
 //
 //   - the shares of a name are rows of the share table, one per slot;
 //   - while shares are live, the name's row in the lock table holds the
@@ -306,9 +306,10 @@ func (s *Store) TryAcquireShare(ctx context.Context, key, token string, ttl time
 }
 
 // ReleaseShare removes token's share of key if it is live, and reports
-// whether it was, in one transaction. The lock row's marker then expires
-// with the latest remaining share; after the last one, key is free (the
-// rows of expired shares of key go with it).
+// whether it was, in one transaction: the share's row expires at once (and
+// stays, for the next share of its slot), and the lock row's marker
+// expires with the latest remaining share; after the last one, key is
+// free.
 func (s *Store) ReleaseShare(ctx context.Context, key, token string) (bool, error) {
 	if err := checkArgs(key, token, time.Microsecond); err != nil {
 		return false, err
@@ -377,9 +378,10 @@ func (s *Store) ExtendShare(ctx context.Context, key, token string, ttl time.Dur
 }
 
 // TryAcquireWaiting is TryAcquire for an exclusive waiter that failed
-// once (see core.Sharer). On PostgreSQL the acquire also deletes the
-// waiter record of key when it takes key, in the same statement; on MySQL
-// a second statement deletes it. When the acquire fails, a second
+// once (see core.Sharer). On PostgreSQL the acquire also ends the waiter
+// record of key (it expires now) when it takes key, in the same
+// statement; on MySQL a second statement ends it (and if that fails, key
+// is given back and the call fails). When the acquire fails, a second
 // statement records the waiter, for patience, if shares hold key (its
 // lock row holds a live marker): the record is a row of the share table
 // in slot -1, which no new share passes while it is live, and which a
