@@ -663,16 +663,17 @@ func modeMismatchIsError(s *suite) {
 // waitingExclusiveBlocksNewShares: writers do not starve. Once
 // TryAcquireWaiting of a key that shared holders hold has failed, a new
 // TryAcquireShare fails, before and after the shares are released; the
-// waiter's next TryAcquireWaiting takes the key, and once it releases it,
-// shares are taken again (its success cleared the record). A waiter of a
+// waiter's next TryAcquireWaiting, with a token of its own as the Locker
+// draws one per attempt, takes the key, and once it releases it, shares are
+// taken again (its success cleared the key's record). A waiter of a
 // key that permit holders hold keeps its free slots from new holders too.
 func waitingExclusiveBlocksNewShares(s *suite) {
 	shs := s.sharers(3)
 	a, w, c := shs[0], shs[1], shs[2]
-	key, reader, writer := s.key(), token(), token()
+	key, reader := s.key(), token()
 	s.share(a, key, reader, s.long, shared, false, "of a free key")
 	start := time.Now()
-	if ok, _ := s.tryWaiting(w, key, writer, s.long, s.long, false); ok {
+	if ok, _ := s.tryWaiting(w, key, token(), s.long, s.long, false); ok {
 		s.t.Fatalf("storetest: TryAcquireWaiting of %s reported true while a shared holder held it", key)
 	}
 	s.noShare(c, key, shared, fmt.Sprintf("while an exclusive waiter (TryAcquireWaiting, patience %v) was recorded: writers would starve", s.long))
@@ -682,6 +683,9 @@ func waitingExclusiveBlocksNewShares(s *suite) {
 	s.noShare(c, key, shared, fmt.Sprintf("after its shares were released, while an exclusive waiter (patience %v) was recorded: the record must outlive the shares, until the waiter takes the key",
 		s.long))
 	s.notStalled(start, s.long, "the waiter's next attempt")
+	// The waiter's next attempt has a token of its own, as the Locker
+	// draws one per attempt: the record is the key's, not the token's.
+	writer := token()
 	if ok, _ := s.tryWaiting(w, key, writer, s.long, s.long, false); !ok {
 		s.t.Fatalf("storetest: TryAcquireWaiting of %s by the recorded waiter reported false once the shares were released", key)
 	}
@@ -690,7 +694,7 @@ func waitingExclusiveBlocksNewShares(s *suite) {
 		s.t.Fatalf("storetest: Release of %s by the waiter that took it reported false", key)
 	}
 	s.share(c, key, token(), s.long, shared, false,
-		"after the waiter took it and released it: a TryAcquireWaiting that succeeds must clear its record")
+		"after the waiter took it and released it: a TryAcquireWaiting that succeeds must clear the key's record, also one that an earlier attempt of the waiter with another token set (the Locker draws a token per attempt)")
 
 	// Permits too: a free slot is not given while a waiter is recorded.
 	pkey := s.key()

@@ -100,7 +100,11 @@ var memCases = []memCase{
 	},
 	{
 		property: "Holds/WaitingExclusiveBlocksNewShares", store: "a waiter that takes the key leaves its record",
-		bug: bugWaitNotCleared, want: "must clear its record",
+		bug: bugWaitNotCleared, want: "must clear the key's record",
+	},
+	{
+		property: "Holds/WaitingExclusiveBlocksNewShares", store: "a waiter's success clears only the record its own token set",
+		bug: bugWaitPerToken, want: "also one that an earlier attempt of the waiter with another token set",
 	},
 	{
 		property: "Holds/ExpiredWaitingRecordFreesShares", store: "the waiting record never expires",
