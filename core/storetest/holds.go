@@ -536,12 +536,18 @@ func permitsBoundHoldersAndSlots(s *suite) {
 // free again once its TTL has run out (not before), while the long one
 // stays live and the key stays held; a key whose shares all ran out is
 // free for an exclusive holder; and a TryAcquireShare sent again with a
-// holder's token resets its TTL to the one it carries.
+// holder's token, or its ExtendShare, resets its TTL to the one it carries
+// (checked at the end, to share the wait).
 func sharesExpireOnTheirOwn(s *suite) {
 	shs := s.sharers(3)
-	// Checked at the end: what comes between waits longer than this, most
-	// of the time.
-	rkey, rtok, rset, rttl := resentShare(s, shs[0])
+	rkey, rset, rttl := renewedShare(s, shs[0], "a re-sent TryAcquireShare", func(key, tok string) bool {
+		ok, _, _ := s.tryShare(shs[0], key, tok, s.long, shared, false)
+		return ok
+	})
+	ekey, eset, ettl := renewedShare(s, shs[1], "ExtendShare", func(key, tok string) bool {
+		ok, _ := s.extendShare(shs[1], key, tok, s.long, false)
+		return ok
+	})
 
 	key, long := s.key(), token()
 	h := permits(2)
@@ -584,35 +590,42 @@ func sharesExpireOnTheirOwn(s *suite) {
 	s.share(shs[1], skey, token(), s.ttl, shared, false, "beside a shared holder")
 	s.awaitExpiry(shs[2], skey, start, time.Now(), s.ttl)
 
-	sleepUntil(rset.Add(s.surelyExpired(rttl) + s.slack))
-	if ok, _ := s.extendShare(shs[1], rkey, rtok, s.long, false); !ok {
-		s.t.Errorf("storetest: a shared holder of %s with TTL %v, whose TryAcquireShare was sent again with TTL %v, was gone %v later: the re-sent attempt did not reset its TTL",
-			rkey, rttl, s.long, time.Since(rset).Round(time.Millisecond))
+	for _, r := range []struct {
+		key, how string
+		set      time.Time
+		ttl      time.Duration
+	}{{rkey, "a re-sent TryAcquireShare", rset, rttl}, {ekey, "ExtendShare", eset, ettl}} {
+		sleepUntil(r.set.Add(s.surelyExpired(r.ttl) + s.slack))
+		if !s.held(shs[2], r.key) {
+			s.t.Errorf("storetest: a shared holder of %s taken with TTL %v, whose TTL %s reset to %v, was gone %v later: %s did not reset its TTL",
+				r.key, r.ttl, r.how, s.long, time.Since(r.set).Round(time.Millisecond), r.how)
+		}
 	}
 }
 
-// resentShare takes a share of a fresh key for tok with a short TTL on sh,
-// and sends the attempt again with s.long before the first one could
-// expire. It returns when the first one returned, and its TTL.
+// renewedShare takes a share of a fresh key with a short TTL on sh, and
+// renews it (how) with s.long before it could expire; renew reports whether
+// the holder's call reported true. It returns the key, when the share's
+// acquire returned, and its first TTL.
 //
-// A resent attempt that returned after the first one's share could have
-// expired (a loaded host) may have taken a new share, which proves
-// nothing: the round is run again with twice the TTL.
-func resentShare(s *suite, sh core.Sharer) (key, tok string, set time.Time, ttl time.Duration) {
+// A renewal that returned after the share could have expired (a loaded
+// host) proves nothing: the round is run again with twice the TTL.
+func renewedShare(s *suite, sh core.Sharer, how string, renew func(key, tok string) bool) (key string, set time.Time, ttl time.Duration) {
 	s.t.Helper()
 	for ttl = s.ttl; ; ttl *= 2 {
-		key, tok = s.key(), token()
+		key, tok := s.key(), token()
 		start := time.Now()
 		s.share(sh, key, tok, ttl, shared, false, "of a free key")
 		set = time.Now()
-		if ok, _, _ := s.tryShare(sh, key, tok, s.long, shared, false); !ok {
-			s.t.Fatalf("storetest: TryAcquireShare of %s sent again with the token of its shared holder reported false: a retried attempt would wait for itself", key)
-		}
+		ok := renew(key, tok)
 		if time.Since(start) < s.earliest(ttl) {
-			return key, tok, set, ttl
+			if !ok {
+				s.t.Fatalf("storetest: %s of %s by its shared holder, before its TTL %v ran out, reported false (a re-sent attempt would wait for itself)", how, key, ttl)
+			}
+			return key, set, ttl
 		}
 		if ttl >= s.long {
-			s.t.Fatalf("storetest: this process stalled past the TTL between every TryAcquireShare and its resending, up to a TTL of %v: cannot tell whether a resent attempt resets the TTL", ttl)
+			s.t.Fatalf("storetest: this process stalled past the TTL between every TryAcquireShare and %s, up to a TTL of %v: cannot tell whether it resets the TTL", how, ttl)
 		}
 	}
 }

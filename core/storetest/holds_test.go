@@ -88,7 +88,11 @@ var memCases = []memCase{
 	},
 	{
 		property: "Holds/SharesExpireOnTheirOwn", store: "a re-sent attempt keeps the share's TTL",
-		bug: bugResentKeepsTTL, want: "the re-sent attempt did not reset its TTL",
+		bug: bugResentKeepsTTL, want: "a re-sent TryAcquireShare did not reset its TTL",
+	},
+	{
+		property: "Holds/SharesExpireOnTheirOwn", store: "ExtendShare keeps the share's TTL",
+		bug: bugExtendShareKeepsTTL, want: "ExtendShare did not reset its TTL",
 	},
 	{
 		property: "Holds/ModeMismatchIsError", store: "no mode check",

@@ -46,6 +46,7 @@ const (
 	bugSlotsCollide                  // the slot is the number of live shares, not the lowest free one
 	bugResentNewSlot                 // a re-sent TryAcquireShare takes a new slot
 	bugResentKeepsTTL                // a re-sent TryAcquireShare keeps the share's TTL
+	bugExtendShareKeepsTTL           // ExtendShare reports true but keeps the share's TTL
 	bugKeyExpiry                     // every share expires with the key (the latest share's expiry), not on its own
 	bugNoMismatch                    // no mode check: any hold joins the shares
 	bugWaitIgnored                   // TryAcquireShare ignores the waiting record
@@ -305,7 +306,9 @@ func (m *memStore) ExtendShare(ctx context.Context, key, token string, ttl time.
 		}
 		return false, 0, nil
 	}
-	k.shares[token].exp = now.Add(ttl)
+	if m.bug != bugExtendShareKeepsTTL {
+		k.shares[token].exp = now.Add(ttl)
+	}
 	return true, m.shareFence(key, fenced), nil
 }
 
