@@ -353,15 +353,16 @@ func contend(s *suite, shs []core.Sharer, h core.Hold) {
 	}
 }
 
-// hold takes key once, exclusively or as h, trying until deadline, marks
-// the hold in c for a moment and releases it. It reports whether it held
-// the key and gave it back without an error.
+// hold takes key once, exclusively or as h, trying until deadline with a
+// token per attempt (as the Locker does), marks the hold in c for a moment
+// and releases it. It reports whether it held the key and gave it back
+// without an error.
 func hold(s *suite, sh core.Sharer, key string, h core.Hold, excl bool, deadline time.Time, c *holdChecker, errs *errorList) bool {
-	tok := token()
 	for attempt := 0; ; attempt++ {
 		if time.Now().After(deadline) {
 			return false
 		}
+		tok := token()
 		ctx, cancel := call()
 		var ok bool
 		var slot int
