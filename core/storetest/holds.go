@@ -371,7 +371,9 @@ func hold(s *suite, sh core.Sharer, key string, h core.Hold, excl bool, deadline
 		case excl && attempt == 0:
 			ok, _, err = sh.TryAcquire(ctx, key, tok, s.long, false)
 		case excl:
-			ok, _, err = sh.TryAcquireWaiting(ctx, key, tok, s.long, s.long, false)
+			// A patience like the Locker's: a few seconds.
+			patience := roundUp(max(2*time.Second, 3*s.res), s.res)
+			ok, _, err = sh.TryAcquireWaiting(ctx, key, tok, s.long, patience, false)
 		default:
 			ok, slot, _, err = sh.TryAcquireShare(ctx, key, tok, s.long, h, false)
 		}
