@@ -424,3 +424,18 @@ func TestRedlockRefusesShares(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Through Sentinel (a failover client, a *redis.Client) any keys go in one
+// script, whatever their slots: one master runs it.
+func TestAcquireAllSentinel(t *testing.T) {
+	ctx := context.Background()
+	d := redistest.StartSentinel(t)
+	s := redisstore.New(d.Client(t))
+	defer s.Close()
+	keys := []string{"multi:a", "multi:b", "multi:c"}
+	ok, fences, err := s.TryAcquireAll(ctx, keys, "t", shareTTL, true)
+	if !ok || err != nil || len(fences) != 3 {
+		t.Fatalf("TryAcquireAll of keys of several slots through Sentinel = %v, %v, %v", ok, fences, err)
+	}
+	share(t, s, "share", "r", permits2, true, true)
+}
