@@ -10,6 +10,7 @@ import (
 	"github.com/reqlock/reqlock/internal/redisscript"
 	"github.com/reqlock/reqlock/internal/redistest"
 	redisstore "github.com/reqlock/reqlock/stores/redis"
+	rueidisstore "github.com/reqlock/reqlock/stores/rueidis"
 )
 
 const shareTTL = time.Minute
@@ -107,5 +108,44 @@ func TestAcquireAllCluster(t *testing.T) {
 	}
 	if ok, err := s.ReleaseShare(ctx, key, "r"); !ok || err != nil {
 		t.Fatalf("ReleaseShare on a Cluster = %v, %v", ok, err)
+	}
+}
+
+// A share attempt that fails while the server is frozen is undone when it
+// resumes: the clean-up (a release of its share, retried in the
+// background) removes the share the late attempt took; another token's
+// share is left alone. The TTLs are minutes: a clean-up that found
+// nothing would go on for the late share's TTL.
+func TestUndoOfAShareOnAFrozenServer(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv.Addr()), rueidisstore.WithIOTimeout(time.Second))
+	key := "frozen-share"
+	if ok, _, _, err := s.TryAcquireShare(ctx, key, "other", 10*time.Minute, core.Hold{N: 2}, false); !ok || err != nil {
+		t.Fatalf("TryAcquireShare(other) = %v, %v", ok, err)
+	}
+	srv.Freeze(t)
+	actx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, _, _, err := s.TryAcquireShare(actx, key, "late", 5*time.Minute, core.Hold{N: 2}, false)
+	cancel()
+	n, _ := rueidisstore.PendingShareUndos(s)
+	srv.Thaw(t)
+	if err == nil {
+		t.Fatal("TryAcquireShare on a frozen server succeeded")
+	}
+	if n != 1 {
+		t.Fatalf("%d share clean-ups pending after a failed attempt, want 1", n)
+	}
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if n, running := rueidisstore.PendingShareUndos(s); n == 0 && !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the share clean-up did not end within 90 s of the thaw")
+		}
+	}
+	shares := srv.Client(t).ZRange(ctx, redisscript.SharesKey(key), 0, -1).Val()
+	if len(shares) != 1 || shares[0] != "other" {
+		t.Fatalf("after the clean-up the shares are %v, want [other]", shares)
 	}
 }
