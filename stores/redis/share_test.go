@@ -334,6 +334,19 @@ func TestAcquireAllCluster(t *testing.T) {
 	c.AddHook(rounds)
 	s := redisstore.New(c)
 	defer s.Close()
+	// redisscript.Slot agrees with the server's CLUSTER KEYSLOT, hash tags
+	// included.
+	for _, k := range []string{"", "foo", "123456789", "multi:a", "prefix{name}", "prefix{name}:shares", "{user1000}.following",
+		"foo{}{bar}", "foo{{bar}}zap", "foo{bar}{zap}", "{}", "a{b", "a}b{c}", "lock:{héllo}"} {
+		want, err := cl.Slot(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := redisscript.Slot(k); got != want {
+			t.Fatalf("Slot(%q) = %d, the server says %d", k, got, want)
+		}
+	}
+	rounds.N.Store(0)
 	cross := []string{"multi:a", "multi:b", "multi:c"}
 	if redisscript.OneSlot(cross) {
 		t.Fatal("the test's keys share a slot")
