@@ -128,9 +128,10 @@ func (s *Store) TryAcquireShare(ctx context.Context, key, token string, ttl time
 		}
 		s.put(l)
 		switch {
-		case st.held || st.waiter:
+		case st.held:
 		case st.other != "":
 			return false, 0, 0, fmt.Errorf("etcdstore: acquire %q as %s: %w: it is held as %s", key, h, core.ErrModeMismatch, st.other)
+		case st.waiter:
 		case h.Shared() && try < maxShareTries:
 			continue // nothing in the way any more
 		case st.free >= 0 && try < maxShareTries:

@@ -206,7 +206,6 @@ func TestWaitingWriterBlocksNewShares(t *testing.T) {
 		t.Fatalf("TryAcquireWaiting beside a share: %v, %v", ok, err)
 	}
 	noShare(t, a, key, "r2", shared0, "while a writer waits")
-	noShare(t, a, key, "p", permits3, "while a writer waits")
 	unshare(t, a, key, "r1")
 	noShare(t, a, key, "r2", shared0, "after the shares drained, while a writer waits")
 	ok, fence, err := b.TryAcquireWaiting(call(t), key, "w", 10*time.Second, 30*time.Second, true)
