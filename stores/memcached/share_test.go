@@ -1,6 +1,7 @@
 package memcachedstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -451,4 +452,32 @@ func TestShareRoundTrips(t *testing.T) {
 	})
 	measure("a release", 3, func() { unshare(t, s, key, "r1") })
 	measure("the last release", 3, func() { unshare(t, s, key, "r2") })
+}
+
+// TestWaiterRecordOrdersARacingShare: a share attempt that read the lock's
+// item before a writer recorded itself as waiting, and stores its list
+// after, fails (the writer stored the lock's item again, which changed its
+// CAS unique), and then sees the record.
+func TestWaiterRecordOrdersARacingShare(t *testing.T) {
+	leakCheck(t)
+	key := uniq(t)
+	writer := newStore(t, shared.Addr())
+	var once sync.Once
+	client := hookedClient(t, shared.Addr(), func(cmd []byte) {
+		if bytes.HasPrefix(cmd, []byte("cas "+key+" ")) {
+			once.Do(func() { // the writer comes between the gets and the cas
+				if ok, _, err := writer.TryAcquireWaiting(ctx(t), key, "w", 10*time.Second, 30*time.Second, false); err != nil || ok {
+					t.Errorf("TryAcquireWaiting beside a share: %v, %v", ok, err)
+				}
+			})
+		}
+	})
+	s := storeOn(t, client)
+	share(t, writer, key, "r1", sharedHold, false)
+	noShare(t, s, key, "r2", sharedHold, "whose cas came after a writer recorded itself")
+	unshare(t, writer, key, "r1")
+	if ok, _, err := writer.TryAcquireWaiting(ctx(t), key, "w", 10*time.Second, 30*time.Second, false); err != nil || !ok {
+		t.Fatalf("TryAcquireWaiting after the shares drained: %v, %v", ok, err)
+	}
+	release(t, writer, key, "w")
 }
