@@ -283,24 +283,50 @@ func (s *Store) ExtendShare(ctx context.Context, key, token string, ttl time.Dur
 // also deletes key's waiter record when it takes key. When it fails because
 // shares of key are live, a second transaction puts the waiter record,
 // bound to a lease of patience (rounded up to whole seconds, as TTLs are):
-// TryAcquireShare fails while it exists. Each waiting attempt puts it again
-// on a lease of its own; a waiter that gives up lets it expire.
+// TryAcquireShare fails while it exists. Each waiting attempt puts it again,
+// on the lease of the last one, renewed in parallel (one round trip; two
+// with a new grant); a waiter that gives up lets it expire.
 func (s *Store) TryAcquireWaiting(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (bool, int64, error) {
 	ok, fence, byShares, err := s.tryAcquire(ctx, key, token, ttl, fenced, true)
 	if err != nil || !byShares {
 		return ok, fence, err
 	}
-	k := s.prefix + key
+	wk := waiterKey(s.prefix + key)
 	start := time.Now()
-	_, l, err := s.txnWithLease(ctx, seconds(patience), func(id clientv3.LeaseID) clientv3.Op {
-		return clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpPut(waiterKey(k), "", clientv3.WithLease(id))}, nil)
-	})
+	_, l, err := s.txnWith(ctx, seconds(patience), func(secs int64) (lease, bool) { return s.waiterLease(wk, secs) },
+		func(id clientv3.LeaseID) clientv3.Op {
+			return clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpPut(wk, "", clientv3.WithLease(id))}, nil)
+		})
 	switch {
 	case errors.Is(err, errLeaseLost):
 		// Expired at once: the next attempt records the waiter again.
 	case err != nil:
 		s.undo(ctx, l.id, start, l.expiry())
 		return false, 0, s.errorf("acquire", key, err)
+	default:
+		s.mu.Lock()
+		s.waiting[wk] = l
+		s.mu.Unlock()
 	}
 	return false, 0, nil
+}
+
+// waiterLease returns the lease of the waiter record wk that this store put
+// last, if it has a TTL of secs and can be renewed (see usable): the next
+// attempts of a waiter renew it in parallel with their put instead of
+// granting a lease each. Such a lease serves waiter records of wk only, and
+// is never kept in the pool: a key of another lock bound to it would keep
+// the record alive. It expires by itself once no waiter renews it.
+func (s *Store) waiterLease(wk string, secs int64) (lease, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.waiting[wk]
+	if !ok || l.ttl != s.leaseSecs(secs) || !l.usable(time.Now()) {
+		if len(s.waiting) >= maxBusy {
+			clear(s.waiting) // they expire by themselves
+		}
+		delete(s.waiting, wk)
+		return lease{}, false
+	}
+	return l, true
 }

@@ -52,6 +52,7 @@ type Store struct {
 	pooled  int                   // leases in pool
 	held    map[heldKey]heldLease // the leases of locks taken through this store
 	shares  map[heldKey]string    // the etcd keys of shares taken through this store, by lock key and token
+	waiting map[string]lease      // the lease of the waiter record this store last put, by its etcd key
 	sweepAt int                   // len(held) at which expired entries are swept
 	groups  map[string]*group     // the shared watches of keys with waiters (notify.go)
 	busyRev map[string]busy       // the revision at which a key was last seen held (notify.go)
@@ -122,6 +123,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 		pool:    make(map[int64][]lease),
 		held:    make(map[heldKey]heldLease),
 		shares:  make(map[heldKey]string),
+		waiting: make(map[string]lease),
 		sweepAt: minSweep,
 		groups:  make(map[string]*group),
 		busyRev: make(map[string]busy),
@@ -405,11 +407,16 @@ var errLeaseLost = errors.New("etcdstore: the lease expired before its renewal")
 // transaction succeeded but the kept lease's renewal failed, the error is
 // errLeaseLost (the lease had expired) or the renewal's.
 func (s *Store) txnWithLease(ctx context.Context, secs int64, op func(clientv3.LeaseID) clientv3.Op) (*clientv3.TxnResponse, lease, error) {
+	return s.txnWith(ctx, secs, s.take, op)
+}
+
+// txnWith is txnWithLease with the kept lease that take returns, if any.
+func (s *Store) txnWith(ctx context.Context, secs int64, take func(secs int64) (lease, bool), op func(clientv3.LeaseID) clientv3.Op) (*clientv3.TxnResponse, lease, error) {
 	for retry := false; ; retry = true {
 		var l lease
 		kept := false
 		if !retry {
-			l, kept = s.take(secs)
+			l, kept = take(secs)
 		}
 		if !kept {
 			var err error
