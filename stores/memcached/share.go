@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -207,7 +208,10 @@ func (s *Store) TryAcquireShare(ctx context.Context, key, token string, ttl time
 		}
 		return false, 0, 0, fmt.Errorf("memcachedstore: acquire %s: %w", key, err)
 	}
-	for range casTries {
+	for try := range casTries {
+		if err := pause(ctx, try); err != nil {
+			return fail(err)
+		}
 		items, err := s.getMulti(ctx, []string{k, wk, sk})
 		if err != nil {
 			return fail(err)
@@ -375,7 +379,10 @@ func (s *Store) ReleaseShare(ctx context.Context, key, token string) (bool, erro
 // token's share, live or not, and held whether it was live.
 func (s *Store) releaseShare(ctx context.Context, key, token string) (listed, held bool, err error) {
 	k, sk := itemKey(key), shareKey(key, token)
-	for range casTries {
+	for try := 0; try < maxShareRounds; try++ {
+		if err := pause(ctx, try); err != nil {
+			return false, false, err
+		}
 		items, err := s.getMulti(ctx, []string{k, sk})
 		if err != nil {
 			return false, false, err
@@ -432,7 +439,10 @@ func (s *Store) ExtendShare(ctx context.Context, key, token string, ttl time.Dur
 	}
 	k, sk := itemKey(key), shareKey(key, token)
 	sent := time.Now()
-	for range casTries {
+	for try := 0; try < maxShareRounds; try++ {
+		if err := pause(ctx, try); err != nil {
+			return false, 0, fmt.Errorf("memcachedstore: extend %s: %w", key, err)
+		}
 		items, err := s.getMulti(ctx, []string{k, sk})
 		if err != nil {
 			return false, 0, fmt.Errorf("memcachedstore: extend %s: %w", key, err)
@@ -481,6 +491,30 @@ func (s *Store) undoShare(ctx context.Context, key, token string, ttl time.Durat
 		listed, _, err := s.releaseShare(ctx, key, token)
 		return undoOutcome(listed, err)
 	})
+}
+
+// maxShareRounds bounds the gets-and-cas rounds of a release or an extend
+// of a share, which other shares' changes of the list may make start again
+// (each round one of the contenders stores its change): far more than
+// casTries, since these calls do not fail by contention lightly.
+const maxShareRounds = 50
+
+// pause waits before round try (from 0) of a gets-and-cas loop: nothing
+// before the first, then a random time of up to a millisecond per round
+// already made, at most 10 ms, so that contenders that keep colliding
+// spread out. It returns ctx's error when ctx ends first.
+func pause(ctx context.Context, try int) error {
+	if try == 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(rand.N(time.Duration(min(try, 10)) * time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // shareUndo begins the key of a clean-up of a share (see sweep): no item

@@ -167,8 +167,14 @@ func (s *Store) acquire(ctx context.Context, key, token string, ttl time.Duratio
 // live share. When it lists live shares and wexp > 0, it records a waiting
 // exclusive holder with that expiration, and then stores k again by cas.
 func (s *Store) takeHeld(ctx context.Context, key, k, token string, exp, wexp int32) (bool, error) {
-	recorded := false
-	for range casTries {
+	recorded, shared := false, false
+	for try := 0; try < maxShareRounds; try++ {
+		if err := pause(ctx, try); err != nil {
+			return false, err
+		}
+		if try >= casTries && !recorded {
+			break // only the record's cas goes on (see below)
+		}
 		it, err := s.get(ctx, k)
 		if err != nil || it == nil {
 			return false, err
@@ -179,6 +185,7 @@ func (s *Store) takeHeld(ctx context.Context, key, k, token string, exp, wexp in
 			if err != nil || !ok {
 				return false, err
 			}
+			shared = true
 			if list, err = s.live(ctx, key, list); err != nil {
 				return false, err
 			}
@@ -195,7 +202,9 @@ func (s *Store) takeHeld(ctx context.Context, key, k, token string, exp, wexp in
 					recorded = true
 				}
 				// The lock's item again, with a new CAS unique: a share
-				// that read it before the record fails its cas.
+				// that read it before the record fails its cas. Tried
+				// until it lands, so that no share that read the item
+				// before the record is stored after this call.
 				next = memcache.Item{Key: k, Value: it.Value, Expiration: list.expiration(), CasID: it.CasID}
 				stored, err := s.cas(ctx, next)
 				if err != nil || stored {
@@ -210,6 +219,9 @@ func (s *Store) takeHeld(ctx context.Context, key, k, token string, exp, wexp in
 			return stored, err
 		}
 		// Changed since the gets: look again.
+	}
+	if shared {
+		return false, nil // shares kept changing the list: held
 	}
 	return false, errContention
 }
