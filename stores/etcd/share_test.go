@@ -441,3 +441,46 @@ func TestAcquireAllIsAllOrNone(t *testing.T) {
 		t.Fatalf("65 keys: %v", err)
 	}
 }
+
+// TestCallsPerShare: the calls of shares, as the package documentation
+// counts them: a share is one transaction (and a grant when no lease of its
+// TTL is kept), its release one; a waiting writer's record is put on the
+// lease of its last one, renewed, not on a lease granted per attempt.
+func TestCallsPerShare(t *testing.T) {
+	var n counter
+	s := newStore(t, countingClient(t, shared.Addr(), &n))
+	key := uniq(t)
+	if _, err := s.Release(call(t), key, "nobody"); err != nil { // connects
+		t.Fatal(err)
+	}
+	check := func(what string, unary, streams int64) {
+		t.Helper()
+		if u, st := n.take(); u != unary || st != streams {
+			t.Errorf("%s: %d unary calls and %d streams; want %d and %d", what, u, st, unary, streams)
+		}
+	}
+	n.take()
+	share(t, s, key, "r1", shared0, false)
+	check("the first share (grant, transaction)", 2, 0)
+	unshare(t, s, key, "r1")
+	check("a release of a share (transaction)", 1, 0)
+	share(t, s, key, "r2", shared0, false)
+	check("a share with a kept lease (transaction ∥ keep-alive)", 1, 1)
+	if ok, _, err := s.ExtendShare(call(t), key, "r2", 10*time.Second, false); err != nil || !ok {
+		t.Fatalf("ExtendShare: %v, %v", ok, err)
+	}
+	check("an ExtendShare of the same TTL (transaction ∥ keep-alive)", 1, 1)
+	for i := range 3 {
+		if ok, _, err := s.TryAcquireWaiting(call(t), key, "w", time.Minute, 30*time.Second, false); err != nil || ok {
+			t.Fatalf("TryAcquireWaiting beside a share: %v, %v", ok, err)
+		}
+		if i == 0 {
+			// The acquire's lease of a minute is kept; the record's
+			// lease of 30 s is granted.
+			check("the first waiting attempt (grant, transaction; grant, put)", 4, 0)
+		} else {
+			check("a later waiting attempt (transaction ∥ keep-alive; put ∥ keep-alive)", 2, 2)
+		}
+	}
+	unshare(t, s, key, "r2")
+}
