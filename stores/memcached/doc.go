@@ -86,8 +86,11 @@
 // (gets; cas, or the cas that frees the item when the list is empty; delete
 // of the share item); an extend three (gets, cas of the list, cas of the
 // share item); one more (incr) with fencing. An exclusive attempt on a key
-// that shares hold is three (add, gets, the gets of the share items); a
-// share attempt on a key held exclusively is one.
+// that shares hold is three (add, gets, the gets of the share items), and
+// five when it records a waiting writer (TryAcquireWaiting: the set of the
+// record and the cas of the lock's item besides); a waiting writer that takes the key
+// deletes the record (one more). A share attempt on a key held exclusively
+// is one.
 // Under contention a cas may fail and the operation starts again (up to five
 // times, after which a share attempt fails and the Locker tries again).
 //
