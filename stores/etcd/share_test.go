@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/reqlock/reqlock/core"
 	etcdstore "github.com/reqlock/reqlock/stores/etcd"
@@ -483,4 +488,70 @@ func TestCallsPerShare(t *testing.T) {
 		}
 	}
 	unshare(t, s, key, "r2")
+}
+
+// TestFailedShareAttemptLeavesNoShare: a share attempt whose context ends
+// while its transaction is on its way (applied by etcd, its answer held
+// back by a client interceptor) fails, and the store revokes its lease,
+// which deletes the share key the late transaction put, long before the
+// share's TTL: the slot is free again.
+func TestFailedShareAttemptLeavesNoShare(t *testing.T) {
+	leakCheck(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var armed atomic.Bool
+	cfg := clientConfig(shared.Addr())
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(
+		func(c context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if method != "/etcdserverpb.KV/Txn" || !armed.CompareAndSwap(true, false) {
+				return invoker(c, method, req, reply, cc, opts...)
+			}
+			if err := invoker(c, method, req, reply, cc, opts...); err != nil {
+				return err
+			}
+			cancel() // applied; the answer comes too late
+			return status.FromContextError(c.Err()).Err()
+		}))
+	client, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	s := newStore(t, client, etcdstore.WithLeasePool(0))
+	direct := newClient(t, "")
+	key := uniq(t)
+	holders := s.Key(key) + "\x00h/"
+	wctx, wcancel := context.WithCancel(context.Background())
+	defer wcancel()
+	writes := direct.Watch(wctx, holders, clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithCreatedNotify())
+	<-writes
+
+	armed.Store(true)
+	ok, _, _, err := s.TryAcquireShare(ctx, key, "late", time.Minute, core.Hold{N: 1}, false)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("TryAcquireShare whose context ended while its transaction was on its way: %v, %v; want the context's error", ok, err)
+	}
+	select {
+	case resp := <-writes:
+		if len(resp.Events) == 0 || string(resp.Events[0].Kv.Value) != "late" {
+			t.Fatalf("unexpected watch response %+v", resp)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the failed attempt's transaction never reached etcd: nothing to check")
+	}
+	start := time.Now()
+	for {
+		resp, err := direct.Get(call(t), holders, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count == 0 {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatal("the share of a failed attempt, set for 1m, was still there 20s after it was set")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	share(t, newStore(t, direct), key, "next", core.Hold{N: 1}, false)
 }

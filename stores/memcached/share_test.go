@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -480,4 +482,90 @@ func TestWaiterRecordOrdersARacingShare(t *testing.T) {
 		t.Fatalf("TryAcquireWaiting after the shares drained: %v, %v", ok, err)
 	}
 	release(t, writer, key, "w")
+}
+
+// TestShareAttemptCutByItsContextIsUndone: a share attempt whose context
+// ends before its add of the list reaches memcached returns the context's
+// error, and the add, arriving late, is undone in the background well
+// before the share's TTL: the list no longer holds the share, and the slot
+// is free. The add is held back until the attempt has returned, and the
+// test waits for memcached's answer to it: no timer decides what comes
+// first.
+func TestShareAttemptCutByItsContextIsUndone(t *testing.T) {
+	leakCheck(t)
+	key := uniq(t)
+	admin := newClient(t, shared.Addr())
+	c, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned, landed := make(chan struct{}), make(chan struct{})
+	var once, stored sync.Once
+	var sent atomic.Bool
+	client := newClient(t, shared.Addr())
+	var d net.Dialer
+	client.DialContext = func(ctx context.Context, network, address string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		return &spyConn{Conn: conn,
+			write: func(cmd []byte) {
+				if bytes.HasPrefix(cmd, []byte("add "+key+" ")) {
+					once.Do(func() {
+						cancel()
+						<-returned // the add goes out after the attempt has failed
+						sent.Store(true)
+					})
+				}
+			},
+			read: func(reply []byte) {
+				if sent.Load() && bytes.Contains(reply, []byte("STORED")) {
+					stored.Do(func() { close(landed) })
+				}
+			},
+		}, nil
+	}
+	s := storeOn(t, client)
+	_, _, _, err := s.TryAcquireShare(c, key, "late", time.Minute, core.Hold{N: 1}, false)
+	close(returned)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("TryAcquireShare cut by its context: %v; want context.Canceled", err)
+	}
+	select {
+	case <-landed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the late add never landed: nothing to check")
+	}
+	deadline := time.Now().Add(20 * time.Second) // well within the TTL of a minute
+	for {
+		it, err := admin.Get(key)
+		if errors.Is(err, memcache.ErrCacheMiss) || err == nil && !bytes.Contains(it.Value, []byte(`"late"`)) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the late add of a share attempt cut by its context was not undone")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	share(t, newStore(t, shared.Addr()), key, "next", core.Hold{N: 1}, false)
+}
+
+// spyConn shows the commands written to a connection and the replies read
+// from it.
+type spyConn struct {
+	net.Conn
+	write, read func([]byte)
+}
+
+func (c *spyConn) Write(p []byte) (int, error) {
+	c.write(p)
+	return c.Conn.Write(p)
+}
+
+func (c *spyConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read(p[:n])
+	return n, err
 }
