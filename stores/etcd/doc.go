@@ -56,6 +56,9 @@
 //	k\x00h/p/<n>/<slot>   slot 0..n-1 of Permits(n) (its value is the token)
 //	k\x00w                 the record of a waiting exclusive holder
 //
+// (A lock key made of another's, a NUL byte and "h/..." would count as a
+// share of that lock: it could keep it busy, never let two holders in.)
+//
 // etcd compares whole ranges of keys in a transaction ("no key in [a, b)"
 // is a create revision of 0 over the range), so every rule is checked in the
 // transaction that takes a hold, with no marker in k to keep up to date:

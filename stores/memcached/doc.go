@@ -94,6 +94,10 @@
 // Under contention a cas may fail and the operation starts again (up to five
 // times, after which a share attempt fails and the Locker tries again).
 //
+// The store is no core.MultiAcquirer: memcached changes one item at a
+// time, so core.Locker.AcquireAll takes the names one by one, in its
+// canonical order.
+//
 // # TTL resolution
 //
 // memcached counts expirations in whole seconds on a clock that a timer
