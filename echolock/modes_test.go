@@ -23,7 +23,7 @@ func serveModes(_ *testing.T, l *core.Locker, routes []adaptertest.Route) (http.
 			return nil, err
 		}
 		e.Match(r.Methods, adaptertest.ColonPath(r.Path), func(c echo.Context) error {
-			r.Handle(c.Request().Context())
+			r.Handle(c.Request())
 			return c.NoContent(http.StatusOK)
 		}, echolock.New(l, r.Key, opts...))
 	}

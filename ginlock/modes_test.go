@@ -23,7 +23,7 @@ func serveModes(_ *testing.T, l *core.Locker, routes []adaptertest.Route) (http.
 			return nil, err
 		}
 		e.Match(r.Methods, adaptertest.ColonPath(r.Path), ginlock.New(l, r.Key, opts...), func(c *gin.Context) {
-			r.Handle(c.Request.Context())
+			r.Handle(c.Request)
 			c.Status(http.StatusOK)
 		})
 	}

@@ -21,7 +21,7 @@ func serveModes(_ *testing.T, l *core.Locker, routes []adaptertest.Route) (http.
 			return nil, err
 		}
 		h := httplock.New(l, r.Key, opts...)(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			r.Handle(req.Context())
+			r.Handle(req)
 			w.WriteHeader(http.StatusOK)
 		}))
 		for _, m := range r.Methods {

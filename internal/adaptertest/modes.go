@@ -31,9 +31,9 @@ type Route struct {
 	Key keyfunc.Func
 	// Mode is how the route locks: the middleware's options.
 	Mode Mode
-	// Handle is the handler's work, given the request's context (which
-	// carries the lease); the handler then answers 200.
-	Handle func(ctx context.Context)
+	// Handle is the handler's work, given the request the handler sees
+	// (whose context carries the lease); the handler then answers 200.
+	Handle func(r *http.Request)
 }
 
 // Mode is a route's lock options, which the adapter's test turns into its
@@ -220,11 +220,14 @@ func sharedReads(t *testing.T, serve Serve) {
 		Path:    "/orders/{id}",
 		Key:     mustTemplate("order:{param.id}"),
 		Mode:    Mode{Wait: wait, SharedReads: true},
-		Handle: func(ctx context.Context) {
-			lease := core.LeaseFromContext(ctx)
-			write := lease.Mode() == core.ModeExclusive
-			if lease.Mode() != core.ModeShared && !write {
-				note("a request holds its name in mode %v", lease.Mode())
+		Handle: func(r *http.Request) {
+			write := r.Method != http.MethodGet && r.Method != http.MethodHead
+			want := core.ModeShared
+			if write {
+				want = core.ModeExclusive
+			}
+			if mode := core.LeaseFromContext(r.Context()).Mode(); mode != want {
+				note("a %s request holds its name in mode %v", r.Method, mode)
 			}
 			defer d.Enter(write)()
 			gateMu.Lock()
@@ -305,8 +308,8 @@ func permits(t *testing.T, serve Serve) {
 		Path:    "/stock/{id}",
 		Key:     mustTemplate("stock:{param.id}"),
 		Mode:    Mode{Wait: wait, Permits: n},
-		Handle: func(ctx context.Context) {
-			lease := core.LeaseFromContext(ctx)
+		Handle: func(r *http.Request) {
+			lease := core.LeaseFromContext(r.Context())
 			slot := lease.Slot()
 			mu.Lock()
 			switch {
@@ -403,8 +406,8 @@ func severalNames(t *testing.T, serve Serve) {
 		bad = append(bad, fmt.Sprintf(format, args...))
 	}
 	entered := make(chan struct{}, 1)
-	handle := func(ctx context.Context) {
-		lease := core.LeaseFromContext(ctx)
+	handle := func(r *http.Request) {
+		lease := core.LeaseFromContext(r.Context())
 		for _, n := range lease.Names() {
 			o := per[n]
 			if o == nil {
@@ -485,8 +488,8 @@ func crossingOrders(t *testing.T, serve Serve) {
 	per := map[string]*redistest.Overlap{"order:" + a: {}, "order:" + b: {}}
 	var mu sync.Mutex
 	var bad []string
-	handle := func(ctx context.Context) {
-		lease := core.LeaseFromContext(ctx)
+	handle := func(r *http.Request) {
+		lease := core.LeaseFromContext(r.Context())
 		if len(lease.Names()) != 2 {
 			mu.Lock()
 			bad = append(bad, fmt.Sprintf("the lease names %q, want two names", lease.Names()))
@@ -538,7 +541,7 @@ func badOptions(t *testing.T, serve Serve) {
 		{Mode{Shared: true, SharedReads: true}, "WithSharedReads: the route's lock mode is already chosen by WithShared"},
 		{Mode{MaxNames: -1}, "WithMaxNames(-1): must be between 1 and"},
 	} {
-		h, err := serve(t, env.Locker, []Route{{Methods: []string{http.MethodPost}, Path: "/x/{id}", Key: keyfunc.Param("id"), Mode: tc.mode, Handle: func(context.Context) {}}})
+		h, err := serve(t, env.Locker, []Route{{Methods: []string{http.MethodPost}, Path: "/x/{id}", Key: keyfunc.Param("id"), Mode: tc.mode, Handle: func(*http.Request) {}}})
 		if h != nil || !errors.Is(err, core.ErrInvalidOption) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v; want an ErrInvalidOption saying %q", tc.mode, err, tc.want)
 		}
@@ -554,10 +557,10 @@ func nameBounds(t *testing.T, serve Serve) {
 	var got [][]string
 	_, h := modeEnv(t, serve, Route{
 		Methods: []string{http.MethodPost}, Path: "/batch", Key: mustTemplates("order:{field.ids[*]}"), Mode: Mode{Wait: wait, MaxNames: 2},
-		Handle: func(ctx context.Context) {
+		Handle: func(r *http.Request) {
 			mu.Lock()
 			defer mu.Unlock()
-			got = append(got, core.LeaseFromContext(ctx).Names())
+			got = append(got, core.LeaseFromContext(r.Context()).Names())
 		},
 	})
 	for _, tc := range []struct {
