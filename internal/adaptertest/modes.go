@@ -92,8 +92,9 @@ func modeEnv(t *testing.T, serve Serve, routes ...Route) (*Starts, http.Handler)
 	return starts, h
 }
 
-// Call sends a request to h and returns the response.
-func Call(h http.Handler, method, target, body string) *httptest.ResponseRecorder {
+// Call sends a request to h, with the headers of header (name, value,
+// ...), and returns the response.
+func Call(h http.Handler, method, target, body string, header ...string) *httptest.ResponseRecorder {
 	var r *http.Request
 	if body == "" {
 		r = httptest.NewRequest(method, target, nil)
@@ -101,18 +102,34 @@ func Call(h http.Handler, method, target, body string) *httptest.ResponseRecorde
 		r = httptest.NewRequest(method, target, strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
 	}
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w
 }
 
+// request is a request of the scenarios: its method, target and body, and
+// the names it must hold (sent in the header X-Names, comma-separated, for
+// the handler to check).
+type request struct {
+	method, target, body string
+	names                []string
+}
+
+// call sends r to h.
+func (r request) call(h http.Handler) int {
+	return Call(h, r.method, r.target, r.body, "X-Names", strings.Join(r.names, ",")).Code
+}
+
 // calls sends the requests at once and returns the answers' statuses in
 // their order.
-func calls(h http.Handler, reqs ...[3]string) []int {
+func calls(h http.Handler, reqs ...request) []int {
 	codes := make([]int, len(reqs))
 	var wg sync.WaitGroup
 	for i, r := range reqs {
-		wg.Go(func() { codes[i] = Call(h, r[0], r[1], r[2]).Code })
+		wg.Go(func() { codes[i] = r.call(h) })
 	}
 	wg.Wait()
 	return codes
@@ -273,7 +290,7 @@ func sharedReads(t *testing.T, serve Serve) {
 	gateMu.Unlock()
 
 	// Under load: readers may overlap, a writer overlaps none.
-	var reqs [][3]string
+	var reqs []request
 	for i := range 16 {
 		m := http.MethodGet
 		switch i % 4 {
@@ -282,7 +299,7 @@ func sharedReads(t *testing.T, serve Serve) {
 		case 3:
 			m = http.MethodHead
 		}
-		reqs = append(reqs, [3]string{m, target, ""})
+		reqs = append(reqs, request{method: m, target: target})
 	}
 	allOK(t, "mixed reads and writes", calls(h, reqs...))
 	d.Check(t, "shared reads")
@@ -376,9 +393,9 @@ func permits(t *testing.T, serve Serve) {
 	}
 
 	// Under load.
-	var reqs [][3]string
+	var reqs []request
 	for range 4 * n {
-		reqs = append(reqs, [3]string{http.MethodPost, target, ""})
+		reqs = append(reqs, request{method: http.MethodPost, target: target})
 	}
 	allOK(t, "permits under load", calls(h, reqs...))
 	mu.Lock()
@@ -407,22 +424,14 @@ func severalNames(t *testing.T, serve Serve) {
 	}
 	entered := make(chan struct{}, 1)
 	handle := func(r *http.Request) {
-		lease := core.LeaseFromContext(r.Context())
-		for _, n := range lease.Names() {
-			o := per[n]
-			if o == nil {
-				note("a lease of the unexpected name %q", n)
-				continue
-			}
-			defer o.Enter()()
+		want := holds(r, note)
+		for _, n := range want {
+			defer per[n].Enter()()
 		}
 		mu.Lock()
 		g := gate
 		mu.Unlock()
-		if len(lease.Names()) > 1 && g != nil {
-			if got := lease.Names(); !slices.Equal(got, names) {
-				note("the lease names %q, want %q", got, names)
-			}
+		if len(want) > 1 && g != nil {
 			entered <- struct{}{}
 			select {
 			case <-g:
@@ -438,9 +447,9 @@ func severalNames(t *testing.T, serve Serve) {
 		Route{Methods: []string{http.MethodPost}, Path: "/orders/{id}", Key: mustTemplates("order:{param.id}"), Mode: Mode{Wait: wait}, Handle: handle},
 	)
 	ids, _ := json.Marshal(map[string][]string{"ids": {b, a}})
-	for round, multi := range [][3]string{
-		{http.MethodPost, "/transfer/" + a + "/" + b, ""},
-		{http.MethodPost, "/batch", string(ids)},
+	for round, multi := range []request{
+		{http.MethodPost, "/transfer/" + a + "/" + b, "", names},
+		{http.MethodPost, "/batch", string(ids), names},
 	} {
 		g := make(chan struct{})
 		mu.Lock()
@@ -448,14 +457,14 @@ func severalNames(t *testing.T, serve Serve) {
 		mu.Unlock()
 		var wg sync.WaitGroup
 		codes := make([]int, 3)
-		wg.Go(func() { codes[0] = Call(h, multi[0], multi[1], multi[2]).Code })
+		wg.Go(func() { codes[0] = multi.call(h) })
 		select {
 		case <-entered:
 			mu.Lock()
 			gate = nil // for the requests for one name, which enter once the names are released
 			mu.Unlock()
-			wg.Go(func() { codes[1] = Call(h, http.MethodPost, "/orders/"+a, "").Code })
-			wg.Go(func() { codes[2] = Call(h, http.MethodPost, "/orders/"+b, "").Code })
+			wg.Go(func() { codes[1] = request{http.MethodPost, "/orders/" + a, "", []string{"order:" + a}}.call(h) })
+			wg.Go(func() { codes[2] = request{http.MethodPost, "/orders/" + b, "", []string{"order:" + b}}.call(h) })
 			// Each name: the request of two names began one Acquire, then
 			// the request for that name one, in each round.
 			if await(t, starts.Reached(names[0], core.ModeExclusive, 2*(round+1)), "the Acquire of "+names[0]) &&
@@ -463,10 +472,10 @@ func severalNames(t *testing.T, serve Serve) {
 				close(g)
 			}
 		case <-time.After(patience):
-			t.Errorf("%s: the request of two names did not enter", multi[1])
+			t.Errorf("%s: the request of two names did not enter", multi.target)
 		}
 		wg.Wait()
-		allOK(t, multi[1]+" and a request for each of its names", codes)
+		allOK(t, multi.target+" and a request for each of its names", codes)
 	}
 	for n, o := range per {
 		if o.Entries() != 4 || o.Overlaps() != 0 {
@@ -485,20 +494,19 @@ func severalNames(t *testing.T, serve Serve) {
 // other's until their wait ran out (409).
 func crossingOrders(t *testing.T, serve Serve) {
 	a, b := idOf(t), idOf(t)
-	per := map[string]*redistest.Overlap{"order:" + a: {}, "order:" + b: {}}
+	names := []string{"order:" + a, "order:" + b}
+	slices.Sort(names)
+	per := map[string]*redistest.Overlap{names[0]: {}, names[1]: {}}
 	var mu sync.Mutex
 	var bad []string
+	note := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		bad = append(bad, fmt.Sprintf(format, args...))
+	}
 	handle := func(r *http.Request) {
-		lease := core.LeaseFromContext(r.Context())
-		if len(lease.Names()) != 2 {
-			mu.Lock()
-			bad = append(bad, fmt.Sprintf("the lease names %q, want two names", lease.Names()))
-			mu.Unlock()
-		}
-		for _, n := range lease.Names() {
-			if o := per[n]; o != nil {
-				defer o.Enter()()
-			}
+		for _, n := range holds(r, note) {
+			defer per[n].Enter()()
 		}
 		time.Sleep(time.Millisecond) // room for an overlap, were the lock broken
 	}
@@ -508,13 +516,13 @@ func crossingOrders(t *testing.T, serve Serve) {
 	)
 	ab, _ := json.Marshal(map[string][]string{"ids": {a, b}})
 	ba, _ := json.Marshal(map[string][]string{"ids": {b, a}})
-	var reqs [][3]string
+	var reqs []request
 	for range 8 {
 		reqs = append(reqs,
-			[3]string{http.MethodPost, "/transfer/" + a + "/" + b, ""},
-			[3]string{http.MethodPost, "/transfer/" + b + "/" + a, ""},
-			[3]string{http.MethodPost, "/batch", string(ab)},
-			[3]string{http.MethodPost, "/batch", string(ba)})
+			request{http.MethodPost, "/transfer/" + a + "/" + b, "", names},
+			request{http.MethodPost, "/transfer/" + b + "/" + a, "", names},
+			request{http.MethodPost, "/batch", string(ab), names},
+			request{http.MethodPost, "/batch", string(ba), names})
 	}
 	allOK(t, "crossing orders", calls(h, reqs...))
 	for n, o := range per {
@@ -525,6 +533,18 @@ func crossingOrders(t *testing.T, serve Serve) {
 	for _, b := range bad {
 		t.Error(b)
 	}
+}
+
+// holds returns the names r must hold (its X-Names), and notes when its
+// lease does not cover exactly them.
+func holds(r *http.Request, note func(format string, args ...any)) []string {
+	want := strings.Split(r.Header.Get("X-Names"), ",")
+	slices.Sort(want)
+	got := slices.Sorted(slices.Values(core.LeaseFromContext(r.Context()).Names()))
+	if !slices.Equal(got, want) {
+		note("%s %s: the lease names %q, want %q", r.Method, r.URL.Path, got, want)
+	}
+	return want
 }
 
 // badOptions: a bad n of WithPermits, two modes on one route and a bad
