@@ -303,6 +303,7 @@ func FuzzHTTPFields(f *testing.F) {
 	for _, seed := range []string{
 		`{"items":[{"id":1},{"ID":"a"},{"id":1.50}]}`,
 		`{"items":[{"id":null},{}]}`,
+		`{"items":[null,{"id":2}]}`,
 		`{"items":[]}`,
 		`{"items":null}`,
 		`{"Items":[{"id":true}],"items":[]}`,
