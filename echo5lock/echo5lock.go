@@ -32,7 +32,7 @@ func (beforeRoutingError) Error() string {
 
 func (beforeRoutingError) Unwrap() error { return keyfunc.ErrUnsupported }
 
-// New returns an Echo v5 middleware that locks the name key derives from
+// New returns an Echo v5 middleware that locks the name (or names) key derives from
 // each request while the next handler serves it. See the package
 // documentation for its answers and for where it goes.
 //

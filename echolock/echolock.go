@@ -17,7 +17,7 @@ import (
 // client went away while the request waited for its lock (nginx's 499).
 const StatusClientClosedRequest = adapter.StatusClientClosedRequest
 
-// New returns an Echo middleware that locks the name key derives from each
+// New returns an Echo middleware that locks the name (or names) key derives from each
 // request while the next handler serves it. See the package documentation
 // for its answers and for where it goes.
 //

@@ -14,7 +14,7 @@ import (
 // client went away while the request waited for its lock (nginx's 499).
 const StatusClientClosedRequest = adapter.StatusClientClosedRequest
 
-// New returns a gin middleware that locks the name key derives from each
+// New returns a gin middleware that locks the name (or names) key derives from each
 // request for the rest of the chain. See the package documentation for its
 // answers.
 //

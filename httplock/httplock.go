@@ -16,7 +16,7 @@ import (
 // client went away while the request waited for its lock (nginx's 499).
 const StatusClientClosedRequest = adapter.StatusClientClosedRequest
 
-// New returns a middleware that locks the name key derives from each request
+// New returns a middleware that locks the name (or names) key derives from each request
 // while next serves it. See the package documentation for its answers, and
 // for where it goes in chi and gorilla/mux.
 //
