@@ -79,6 +79,8 @@ func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[*ec
 // Lease returns the lease the middleware holds for c's request, or nil. It
 // is in c.Request().Context(), which is what to pass on to the Locker and
 // to service functions.
+// One lease covers all the names of a key of several (Lease.Names); its
+// Mode and, under WithPermits, its Slot tell how the request holds them.
 func Lease(c *echo.Context) *core.Lease {
 	return core.LeaseFromContext(c.Request().Context())
 }

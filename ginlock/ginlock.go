@@ -58,6 +58,8 @@ func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[*gi
 }
 
 // Lease returns the lease the middleware holds for c's request, or nil.
+// One lease covers all the names of a key of several (Lease.Names); its
+// Mode and, under WithPermits, its Slot tell how the request holds them.
 func Lease(c *gin.Context) *core.Lease {
 	return core.LeaseFromContext(c.Request.Context())
 }

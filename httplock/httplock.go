@@ -60,6 +60,8 @@ func (cfg *config) flow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapt
 }
 
 // Lease returns the lease the middleware holds for r, or nil.
+// One lease covers all the names of a key of several (Lease.Names); its
+// Mode and, under WithPermits, its Slot tell how the request holds them.
 func Lease(r *http.Request) *core.Lease {
 	return core.LeaseFromContext(r.Context())
 }
