@@ -154,3 +154,15 @@ func (s *source) Field(path string) (string, error) {
 	}
 	return s.body.Field(path)
 }
+
+var _ keyfunc.ArraySource = (*source)(nil)
+
+// Fields reads the items of a JSON array of the body, for a key with a
+// "[*]" field path (keyfunc.ArraySource): every item of the array, parsed
+// once with the rest of the body.
+func (s *source) Fields(path string) ([]string, error) {
+	if s.body.Body == nil {
+		s.body.Body = s.c.Body()
+	}
+	return s.body.Fields(path)
+}
