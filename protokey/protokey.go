@@ -33,6 +33,8 @@ type Source struct {
 	QueryParam func(name string) string
 }
 
+var _ keyfunc.ArraySource = (*Source)(nil)
+
 // Route returns s.Method.
 func (s *Source) Route() string { return s.Method }
 

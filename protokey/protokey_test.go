@@ -154,4 +154,27 @@ func TestFields(t *testing.T) {
 	if got, err := src.Fields("dependency[*]"); err != nil || len(got) != 2 {
 		t.Errorf("Source.Fields: %q, %v", got, err)
 	}
+
+	// Through keyfunc: a name per item, escaped; an item without the field
+	// is missing.
+	key, err := keyfunc.Template("dep:{field.dependency[*]}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names, err := key.Names(src, 0); err != nil || !slices.Equal(names, []string{"dep:a.proto", "dep:b%3Ac.proto"}) {
+		t.Errorf("Names: %q, %v", names, err)
+	}
+	if _, err := must(keyfunc.Template("m:{field.message_type[*].name}")).Names(src, 0); !errors.Is(err, keyfunc.ErrMissing) {
+		t.Errorf("an item without the field: %v, want ErrMissing", err)
+	}
+	if _, err := key.Names(src, 1); !errors.Is(err, keyfunc.ErrTooMany) {
+		t.Errorf("more items than the bound: %v, want ErrTooMany", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
