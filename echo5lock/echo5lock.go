@@ -73,7 +73,7 @@ func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
 func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[*echo.Context], error) {
 	cfg := &config{}
 	adapter.Apply(cfg, &cfg.Config, opts)
-	return adapter.NewFlow("echo5lock", l, guard(key), &cfg.Config, adapter.Protocol[*echo.Context]{Answer: answer})
+	return adapter.NewFlow("echo5lock", l, key, &cfg.Config, adapter.Protocol[*echo.Context]{Answer: answer, Explain: explain})
 }
 
 // Lease returns the lease the middleware holds for c's request, or nil. It
@@ -138,20 +138,14 @@ func (s *source) Param(name string) (string, error) {
 	return unescaped(s.c.Param(name), s.Request), nil
 }
 
-// guard returns key, failing with ErrBeforeRouting when key asked for the
-// route template or a path parameter before routing, whatever it made of
-// the answer ("" for the route). A nil key stays nil, for NewFlow to report.
-func guard(key keyfunc.Func) keyfunc.Func {
-	if key == nil {
-		return nil
+// explain fails with ErrBeforeRouting when the key asked for the route
+// template or a path parameter before routing, whatever it made of the
+// answer ("" for the route).
+func explain(s keyfunc.Source, err error) error {
+	if src, ok := s.(*source); ok && src.early {
+		return ErrBeforeRouting
 	}
-	return func(s keyfunc.Source) (string, error) {
-		name, err := key(s)
-		if src, ok := s.(*source); ok && src.early {
-			return "", ErrBeforeRouting
-		}
-		return name, err
-	}
+	return err
 }
 
 // unescaped returns a path parameter value unescaped once, so that two

@@ -55,10 +55,7 @@ func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
 func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[echo.Context], error) {
 	cfg := &config{}
 	adapter.Apply(cfg, &cfg.Config, opts)
-	if key != nil {
-		key = guard(key)
-	}
-	return adapter.NewFlow("echolock", l, key, &cfg.Config, adapter.Protocol[echo.Context]{Answer: answer})
+	return adapter.NewFlow("echolock", l, key, &cfg.Config, adapter.Protocol[echo.Context]{Answer: answer, Explain: explain})
 }
 
 // Lease returns the lease the middleware holds for c's request, or nil. It
@@ -148,16 +145,13 @@ func (s *source) Param(name string) (string, error) {
 	return v, err
 }
 
-// guard fails with ErrBeforeRouting when key lacked the route or a path
-// parameter because the middleware runs before routing.
-func guard(key keyfunc.Func) keyfunc.Func {
-	return func(s keyfunc.Source) (string, error) {
-		name, err := key(s)
-		if src, ok := s.(*source); ok && src.early && errors.Is(err, keyfunc.ErrMissing) && beforeRouting(src.c) {
-			return "", ErrBeforeRouting
-		}
-		return name, err
+// explain fails with ErrBeforeRouting when the key lacked the route or a
+// path parameter because the middleware runs before routing.
+func explain(s keyfunc.Source, err error) error {
+	if src, ok := s.(*source); ok && src.early && errors.Is(err, keyfunc.ErrMissing) && beforeRouting(src.c) {
+		return ErrBeforeRouting
 	}
+	return err
 }
 
 // beforeRouting reports whether the middleware runs before Echo has routed

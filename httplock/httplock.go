@@ -56,10 +56,7 @@ func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
 
 func (cfg *config) flow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[exchange], error) {
 	adapter.Apply(cfg, &cfg.Config, opts)
-	if key != nil {
-		key = explained(key)
-	}
-	return adapter.NewFlow("httplock", l, key, &cfg.Config, adapter.Protocol[exchange]{Answer: answer})
+	return adapter.NewFlow("httplock", l, key, &cfg.Config, adapter.Protocol[exchange]{Answer: answer, Explain: explain})
 }
 
 // Lease returns the lease the middleware holds for r, or nil.
@@ -134,14 +131,11 @@ func (s *source) Param(name string) (string, error) {
 	return v, err
 }
 
-// explained turns a missing part that the route would have given into the
+// explain turns a missing part that the route would have given into the
 // server's mistake: an error wrapping ErrRouteUnknown, not keyfunc.ErrMissing.
-func explained(key keyfunc.Func) keyfunc.Func {
-	return func(s keyfunc.Source) (string, error) {
-		name, err := key(s)
-		if src, ok := s.(*source); ok && src.unrouted != "" && errors.Is(err, keyfunc.ErrMissing) {
-			err = fmt.Errorf("%w (the key needs %s)", ErrRouteUnknown, src.unrouted)
-		}
-		return name, err
+func explain(s keyfunc.Source, err error) error {
+	if src, ok := s.(*source); ok && src.unrouted != "" && errors.Is(err, keyfunc.ErrMissing) {
+		return fmt.Errorf("%w (the key needs %s)", ErrRouteUnknown, src.unrouted)
 	}
+	return err
 }
