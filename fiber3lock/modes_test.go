@@ -5,10 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,25 +17,68 @@ import (
 	"github.com/reqlock/reqlock/keyfunc"
 )
 
-// send sends a request with method to app in process and returns the
-// status and body.
-func send(app *fiber.App, method, path, body string) (int, string, error) {
-	resp, err := app.Test(httptest.NewRequest(method, path, strings.NewReader(body)), fiber.TestConfig{})
-	if err != nil {
-		return 0, "", err
+// TestModes runs the lock-mode scenarios (shared reads, permits, keys of
+// several names, crossing orders) on a Fiber app.
+func TestModes(t *testing.T) { adaptertest.RunModes(t, serveModes) }
+
+func serveModes(_ *testing.T, l *core.Locker, routes []adaptertest.Route) (http.Handler, error) {
+	app := newApp()
+	for _, r := range routes {
+		opts := modeOptions(r.Mode)
+		if err := fiber3lock.Check(l, r.Key, opts...); err != nil {
+			return nil, err
+		}
+		lock := fiber3lock.New(l, r.Key, opts...)
+		for _, m := range r.Methods {
+			app.Add([]string{m}, adaptertest.ColonPath(r.Path), lock, func(c fiber.Ctx) error {
+				// The scenario's handler sees the request as net/http has
+				// it, with the context that carries the lease.
+				req, err := http.NewRequestWithContext(c.Context(), c.Method(), c.OriginalURL(), nil)
+				if err != nil {
+					return err
+				}
+				req.Header.Set("X-Names", c.Get("X-Names"))
+				r.Handle(req)
+				return c.SendStatus(http.StatusOK)
+			})
+		}
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
+	return fiberHandler{app}, nil
 }
 
-// sendOK is send, with any status but 200 as an error.
-func sendOK(app *fiber.App, method, path, body string) (string, error) {
-	code, got, err := send(app, method, path, body)
-	if err == nil && code != http.StatusOK {
-		err = fmt.Errorf("%s %s: %d %s", method, path, code, got)
+func modeOptions(m adaptertest.Mode) []fiber3lock.Option {
+	opts := []fiber3lock.Option{fiber3lock.WithWait(m.Wait)}
+	if m.Shared {
+		opts = append(opts, fiber3lock.WithShared())
 	}
-	return got, err
+	if m.SharedReads {
+		opts = append(opts, fiber3lock.WithSharedReads())
+	}
+	if m.Permits != 0 {
+		opts = append(opts, fiber3lock.WithPermits(m.Permits))
+	}
+	if m.MaxNames != 0 {
+		opts = append(opts, fiber3lock.WithMaxNames(m.MaxNames))
+	}
+	return opts
+}
+
+// fiberHandler serves net/http requests with a Fiber app, in process
+// (app.Test, no timeout).
+type fiberHandler struct{ app *fiber.App }
+
+func (h fiberHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	resp, err := h.app.Test(r, fiber.TestConfig{})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
 }
 
 // describe answers how the request is locked: the names of its lease, its
@@ -51,294 +91,79 @@ func describe(c fiber.Ctx) error {
 	return c.SendString(fmt.Sprintf("%s|%s|%d", strings.Join(l.Names(), ","), l.Mode(), l.Slot()))
 }
 
-// readWrite watches the critical sections of the readers and writers of one
-// name: a writer beside anyone, or a reader beside a writer, is a
-// violation. Each side counts itself in before it looks at the other, so
-// that of two sections that overlap, at least one sees the other.
-type readWrite struct {
-	readers, writers atomic.Int64
-	violations       atomic.Int64
-}
-
-func (rw *readWrite) read() {
-	rw.readers.Add(1)
-	defer rw.readers.Add(-1)
-	for range 2 {
-		if rw.writers.Load() > 0 {
-			rw.violations.Add(1)
-		}
-		time.Sleep(time.Millisecond) // room for an overlap, were the lock broken
-	}
-}
-
-func (rw *readWrite) write() {
-	if rw.writers.Add(1) > 1 {
-		rw.violations.Add(1)
-	}
-	defer rw.writers.Add(-1)
-	for range 2 {
-		if rw.readers.Load() > 0 {
-			rw.violations.Add(1)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// concurrently runs f(i) for i in [0, n) at once and returns the errors.
-func concurrently(n int, f func(i int) error) []error {
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(i)
-		}()
-	}
-	wg.Wait()
-	return errs
-}
-
-// TestSharedReadsOverlapWritesAlone: with WithSharedReads, GET requests of
-// an order run together (three meet at a barrier inside the handler), and
-// a PUT of the order never runs beside any of them nor beside another PUT.
-func TestSharedReadsOverlapWritesAlone(t *testing.T) {
-	adaptertest.LeakCheck(t)
-	e := adaptertest.NewEnv(t, nil, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
-	path := "/orders/" + uniq(t)
-	var rw readWrite
-	var meet atomic.Pointer[adaptertest.Barrier]
-	lock := fiber3lock.New(e.Locker, orderKey, fiber3lock.WithSharedReads())
-	app := newApp()
-	app.Get("/orders/:id", lock, func(c fiber.Ctx) error {
-		if b := meet.Load(); b != nil && !b.Arrive(10*time.Second) {
-			return c.Status(http.StatusPreconditionFailed).SendString("the readers did not run together")
-		}
-		rw.read()
-		return describe(c)
-	})
-	app.Put("/orders/:id", lock, func(c fiber.Ctx) error {
-		rw.write()
-		return describe(c)
-	})
-
-	meet.Store(adaptertest.NewBarrier(3))
-	for _, err := range concurrently(3, func(int) error {
-		got, err := sendOK(app, http.MethodGet, path, "")
-		if err == nil && !strings.HasSuffix(got, "|shared|0") {
-			err = fmt.Errorf("the reader's lease is %q, want a shared one", got)
-		}
-		return err
-	}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	meet.Store(nil)
-	if got, err := sendOK(app, http.MethodPut, path, ""); err != nil || !strings.HasSuffix(got, "|exclusive|0") {
-		t.Fatalf("PUT: %q, %v; want an exclusive lease", got, err)
-	}
-
-	for _, err := range concurrently(12, func(i int) error {
-		method := http.MethodGet
-		if i%3 == 0 {
-			method = http.MethodPut
-		}
-		_, err := sendOK(app, method, path, "")
-		return err
-	}) {
-		if err != nil {
-			t.Error(err)
-		}
-	}
-	if n := rw.violations.Load(); n != 0 {
-		t.Fatalf("%d times a writer ran beside another holder", n)
-	}
-}
-
-// TestSharedRoute: a route WithShared reads beside readers elsewhere, not
-// beside a writer; the modes' options are checked at New.
-func TestSharedRoute(t *testing.T) {
-	adaptertest.LeakCheck(t)
-	e := adaptertest.NewEnv(t, nil, core.WithWait(10*time.Second))
-	id := uniq(t)
-	name := "order:" + keyfunc.Escape(id)
-	app := router(fiber3lock.New(e.Locker, orderKey, fiber3lock.WithShared(), fiber3lock.WithWait(20*time.Millisecond)), describe)
-	held := e.Hold(t, name)
-	if code, got, err := send(app, http.MethodPost, "/orders/"+id, ""); err != nil || code != http.StatusConflict {
-		t.Errorf("beside a writer: %d %q, %v; want 409", code, got, err)
-	}
-	if err := held.Release(t.Context()); err != nil {
+// send sends a POST to app in process and returns the status and body.
+func send(t *testing.T, app *fiber.App, path, body string) (int, string) {
+	t.Helper()
+	resp, err := app.Test(httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)), fiber.TestConfig{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestModesBesideOtherHolders: a route WithShared waits for a writer
+// elsewhere and runs beside a reader elsewhere; a route WithPermits(3) is
+// busy beside three permits elsewhere and refused (500) beside permits of
+// another n; a request of two names is refused when one is held
+// elsewhere, and then holds neither.
+func TestModesBesideOtherHolders(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil, core.WithWait(10*time.Second))
+	id, other := uniq(t), uniq(t)
+	name := "order:" + keyfunc.Escape(id)
+	short := fiber3lock.WithWait(20 * time.Millisecond)
+
+	shared := router(fiber3lock.New(e.Locker, orderKey, fiber3lock.WithShared(), short), describe)
+	held := e.Hold(t, name)
+	if code, got := send(t, shared, "/orders/"+id, ""); code != http.StatusConflict {
+		t.Errorf("shared beside a writer: %d %q, want 409", code, got)
+	}
+	_ = held.Release(t.Context())
 	share, err := e.Locker.Acquire(t.Context(), name, core.Shared())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer share.Release(t.Context())
-	if got, err := sendOK(app, http.MethodPost, "/orders/"+id, ""); err != nil || got != name+"|shared|0" {
-		t.Errorf("beside a reader: %q, %v; want a shared lease", got, err)
+	if code, got := send(t, shared, "/orders/"+id, ""); code != http.StatusOK || got != name+"|shared|0" {
+		t.Errorf("shared beside a reader: %d %q, want a shared lease", code, got)
 	}
-
-	for _, opts := range [][]fiber3lock.Option{
-		{fiber3lock.WithSharedIf(nil)},
-		{fiber3lock.WithShared(), fiber3lock.WithSharedReads()},
-		{fiber3lock.WithPermits(0)},
-		{fiber3lock.WithMaxNames(0)},
-	} {
-		if err := fiber3lock.Check(e.Locker, orderKey, opts...); err == nil || !strings.HasPrefix(err.Error(), "fiber3lock: ") {
-			t.Errorf("%d options: Check = %v, want a fiber3lock error", len(opts), err)
-		}
-	}
-}
-
-// TestPermits: with WithPermits(3), three requests hold the name at once,
-// in slots 0, 1 and 2; never more than three, never two in one slot; a
-// fourth beside three holders elsewhere is answered 409.
-func TestPermits(t *testing.T) {
-	adaptertest.LeakCheck(t)
-	e := adaptertest.NewEnv(t, nil, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
-	id := uniq(t)
-	var (
-		meet       atomic.Pointer[adaptertest.Barrier]
-		mu         sync.Mutex
-		inside     = map[int]bool{}
-		violations int
-	)
-	app := router(fiber3lock.New(e.Locker, orderKey, fiber3lock.WithPermits(3)), func(c fiber.Ctx) error {
-		slot := fiber3lock.Lease(c).Slot()
-		mu.Lock()
-		if inside[slot] || len(inside) >= 3 {
-			violations++
-		}
-		inside[slot] = true
-		mu.Unlock()
-		defer func() {
-			mu.Lock()
-			delete(inside, slot)
-			mu.Unlock()
-		}()
-		if b := meet.Load(); b != nil && !b.Arrive(10*time.Second) {
-			return c.Status(http.StatusPreconditionFailed).SendString("the permit holders did not run together")
-		}
-		time.Sleep(time.Millisecond)
-		return describe(c)
-	})
-
-	meet.Store(adaptertest.NewBarrier(3))
-	var slots []string
-	var smu sync.Mutex
-	for _, err := range concurrently(3, func(int) error {
-		got, err := sendOK(app, http.MethodPost, "/orders/"+id, "")
-		if err == nil {
-			smu.Lock()
-			slots = append(slots, got[strings.LastIndexByte(got, '|')+1:])
-			smu.Unlock()
-		}
-		return err
-	}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if slices.Sort(slots); !slices.Equal(slots, []string{"0", "1", "2"}) {
-		t.Errorf("slots of three holders at once: %q, want 0, 1 and 2", slots)
-	}
-	meet.Store(nil)
-
-	for _, err := range concurrently(12, func(int) error {
-		_, err := sendOK(app, http.MethodPost, "/orders/"+id, "")
-		return err
-	}) {
-		if err != nil {
-			t.Error(err)
-		}
-	}
-	mu.Lock()
-	n := violations
-	mu.Unlock()
-	if n != 0 {
-		t.Fatalf("%d times a holder entered a slot in use or beside 3 others", n)
-	}
+	_ = share.Release(t.Context())
 
 	for range 3 {
-		lease, err := e.Locker.Acquire(t.Context(), "order:"+keyfunc.Escape(id), core.Permits(3))
+		lease, err := e.Locker.Acquire(t.Context(), name, core.Permits(3))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer lease.Release(t.Context())
 	}
-	busy := router(fiber3lock.New(e.Locker, orderKey, fiber3lock.WithPermits(3), fiber3lock.WithWait(20*time.Millisecond)), describe)
-	if code, got, err := send(busy, http.MethodPost, "/orders/"+id, ""); err != nil || code != http.StatusConflict {
-		t.Fatalf("a fourth holder: %d %q, %v; want 409", code, got, err)
+	if code, got := send(t, router(fiber3lock.New(e.Locker, orderKey, fiber3lock.WithPermits(3), short), describe), "/orders/"+id, ""); code != http.StatusConflict {
+		t.Errorf("a fourth permit: %d %q, want 409", code, got)
 	}
-	other := router(fiber3lock.New(e.Locker, orderKey, fiber3lock.WithPermits(5)), describe)
-	if code, got, err := send(other, http.MethodPost, "/orders/"+id, ""); err != nil || code != http.StatusInternalServerError {
-		t.Fatalf("another n: %d %q, %v; want 500 (a mode mismatch)", code, got, err)
-	}
-}
-
-// TestSeveralNames: a key of two path parameters, or of every item of a
-// JSON array, locks all its names at once, all or none.
-func TestSeveralNames(t *testing.T) {
-	adaptertest.LeakCheck(t)
-	e := adaptertest.NewEnv(t, nil, core.WithWait(10*time.Second))
-	a, b := uniq(t), uniq(t)
-	for _, tc := range []struct {
-		name, route, path, body string
-		key                     keyfunc.Func
-		names                   []string
-	}{
-		{"two parameters", "/transfers/:from/:to", "/transfers/" + b + "/" + a, "",
-			must(keyfunc.Templates("order:{param.from}", "order:{param.to}")), []string{"order:" + a, "order:" + b}},
-		{"array items", "/carts/:id", "/carts/1", `{"items":[{"sku":"` + a + `"},{"sku":"` + b + `"},{"sku":"` + a + `"}]}`,
-			must(keyfunc.Template("item:{field.items[*].sku}")), []string{"item:" + a, "item:" + b}}, // a repeated item is taken once
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var heldInside []bool
-			app := newApp()
-			app.Post(tc.route, fiber3lock.New(e.Locker, tc.key, fiber3lock.WithWait(20*time.Millisecond)), func(c fiber.Ctx) error {
-				for _, n := range tc.names {
-					heldInside = append(heldInside, e.Exists(t, n))
-				}
-				return describe(c)
-			})
-			got, err := sendOK(app, http.MethodPost, tc.path, tc.body)
-			names, mode, _ := strings.Cut(got, "|")
-			covered := strings.Split(names, ",")
-			slices.Sort(covered)
-			want := slices.Sorted(slices.Values(tc.names))
-			if err != nil || !slices.Equal(covered, want) || mode != "exclusive|0" || slices.Contains(heldInside, false) || len(heldInside) != 2 {
-				t.Errorf("got %q, %v (held inside: %v); want the names %q, all held", got, err, heldInside, want)
-			}
-			for _, n := range tc.names {
-				if e.Exists(t, n) {
-					t.Errorf("%s still held after the request", n)
-				}
-			}
-
-			// One name busy: the request is answered 409 and holds none of them.
-			held := e.Hold(t, tc.names[1])
-			if code, got, err := send(app, http.MethodPost, tc.path, tc.body); err != nil || code != http.StatusConflict {
-				t.Errorf("one name busy: %d %q, %v; want 409", code, got, err)
-			}
-			if e.Exists(t, tc.names[0]) {
-				t.Errorf("%s left held by a request that was refused", tc.names[0])
-			}
-			_ = held.Release(t.Context())
-		})
+	if code, got := send(t, router(fiber3lock.New(e.Locker, orderKey, fiber3lock.WithPermits(5)), describe), "/orders/"+id, ""); code != http.StatusInternalServerError {
+		t.Errorf("permits of another n: %d %q, want 500 (a mode mismatch)", code, got)
 	}
 
-	cart := must(keyfunc.Template("item:{field.items[*].sku}"))
-	for body, opts := range map[string][]fiber3lock.Option{
-		`{"items":[]}`:                        nil,
-		`{"items":[{"sku":"a"},{"sku":""}]}`:  nil,
-		`{"items":[{"sku":"a"},{"sku":"b"}]}`: {fiber3lock.WithMaxNames(1)},
-		`{"items":{"sku":"a"}}`:               nil,
-	} {
-		app := router(fiber3lock.New(e.Locker, cart, opts...), describe)
-		if code, got, err := send(app, http.MethodPost, "/orders/1", body); err != nil || code != http.StatusBadRequest {
-			t.Errorf("%s: %d %q, %v; want 400", body, code, got, err)
-		}
+	app := newApp()
+	app.Post("/transfers/:from/:to", fiber3lock.New(e.Locker, must(keyfunc.Templates("order:{param.from}", "order:{param.to}")), short), describe)
+	busy := e.Hold(t, "order:"+keyfunc.Escape(other))
+	first := uniq(t)
+	if code, got := send(t, app, "/transfers/"+first+"/"+other, ""); code != http.StatusConflict {
+		t.Errorf("one name of two busy: %d %q, want 409", code, got)
+	}
+	if e.Exists(t, "order:"+keyfunc.Escape(first)) {
+		t.Errorf("order:%s left held by a request that was refused", first)
+	}
+	_ = busy.Release(t.Context())
+	free := uniq(t)
+	if code, got := send(t, app, "/transfers/"+free+"/"+other, ""); code != http.StatusOK || !strings.Contains(got, "order:"+free) || !strings.Contains(got, "order:"+other) {
+		t.Errorf("two free names: %d %q, want both held", code, got)
+	}
+
+	if err := fiber3lock.Check(e.Locker, orderKey, fiber3lock.WithSharedIf(nil)); err == nil || !strings.HasPrefix(err.Error(), "fiber3lock: ") {
+		t.Errorf("WithSharedIf(nil): Check = %v, want a fiber3lock error", err)
 	}
 }
