@@ -18,6 +18,7 @@ import (
 	"github.com/reqlock/reqlock/grpclock"
 	"github.com/reqlock/reqlock/grpclock/internal/testsvc"
 	"github.com/reqlock/reqlock/internal/adaptertest"
+	"github.com/reqlock/reqlock/internal/redistest"
 	"github.com/reqlock/reqlock/keyfunc"
 )
 
@@ -359,5 +360,41 @@ func TestSeveralNames(t *testing.T) {
 	got, err := chatOnce(t, client, context.Background(), req)
 	if want := "tag:" + keyfunc.Escape(tags[0]) + ",tag:" + keyfunc.Escape(tags[1]); err != nil || len(got) != 1 || !strings.HasPrefix(got[0], want+"|") {
 		t.Errorf("stream: %q, %v; want the names %s", got, err, want)
+	}
+}
+
+// TestCrossingOrders: calls that list the same two tags in opposite orders
+// all get through, none beside another on either name: were the names
+// taken one by one in the order given, two calls would hold one name each
+// and wait for the other's until their wait ran out (Aborted).
+func TestCrossingOrders(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil, core.WithWait(20*time.Second), core.WithSpin(time.Millisecond, time.Millisecond))
+	id := adaptertest.Uniq(t)
+	a, b := "a"+id, "b"+id
+	overlaps := map[string]*redistest.Overlap{a: {}, b: {}}
+	client := serve(t, &service{do: func(ctx context.Context, req *testsvc.Request) (*testsvc.Reply, error) {
+		for _, tag := range req.Order.Tags {
+			defer overlaps[tag].Enter()()
+		}
+		time.Sleep(time.Millisecond) // room for an overlap, were the lock broken
+		return describe(ctx, req)
+	}}, grpc.UnaryInterceptor(grpclock.UnaryServerInterceptor(e.Locker, must(keyfunc.Template("tag:{field.order.tags[*]}")))))
+	for _, err := range concurrently(16, func(i int) error {
+		tags := []string{a, b}
+		if i%2 == 1 {
+			tags = []string{b, a}
+		}
+		_, err := client.Do(context.Background(), &testsvc.Request{Order: &testsvc.Order{Tags: tags}})
+		return err
+	}) {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for tag, o := range overlaps {
+		if o.Entries() != 16 || o.Overlaps() != 0 {
+			t.Errorf("%s: %d calls, %d overlapped; want 16 without overlaps", tag, o.Entries(), o.Overlaps())
+		}
 	}
 }
