@@ -168,6 +168,9 @@ func TestAcquireAllEachName(t *testing.T) {
 			if n := sum(t, rm, lockotel.MetricLeasesHeld); n != 0 {
 				t.Errorf("leases held = %d after the release, want 0", n)
 			}
+			if n := sum(t, rm, lockotel.MetricAcquirePending); n != 0 {
+				t.Errorf("pending = %d after the acquire, want 0", n)
+			}
 			e.noName(t, names...)
 		})
 	}
