@@ -20,8 +20,8 @@ import (
 // for its lock (nginx's 499).
 const StatusClientClosedRequest = adapter.StatusClientClosedRequest
 
-// New returns a Fiber handler that locks the name key derives from each
-// request while the handlers after it (c.Next) serve it. Give it to the
+// New returns a Fiber handler that locks the name (or names) key derives
+// from each request while the handlers after it (c.Next) serve it. Give it to the
 // route, before the route's handler: app.Post(path, fiberlock.New(...),
 // handler); not to app.Use (see the package documentation).
 //
@@ -61,6 +61,8 @@ func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[*fi
 // Lease returns the lease the middleware holds for c's request, or nil. It
 // is in c.UserContext(), which is what to pass on to the Locker and to
 // service functions.
+// One lease covers all the names of a key of several (Lease.Names); its
+// Mode and, under WithPermits, its Slot tell how the request holds them.
 func Lease(c *fiber.Ctx) *core.Lease {
 	return core.LeaseFromContext(c.UserContext())
 }
