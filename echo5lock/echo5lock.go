@@ -32,9 +32,9 @@ func (beforeRoutingError) Error() string {
 
 func (beforeRoutingError) Unwrap() error { return keyfunc.ErrUnsupported }
 
-// New returns an Echo v5 middleware that locks the name key derives from
-// each request while the next handler serves it. See the package
-// documentation for its answers and for where it goes.
+// New returns an Echo v5 middleware that locks the name (or names) key
+// derives from each request while the next handler serves it. See the
+// package documentation for its answers, its lock modes and where it goes.
 //
 // New panics, as regexp.MustCompile does, when the set-up is wrong: an
 // invalid option, a nil Locker or key, a Locker whose Err is not nil. The
@@ -79,6 +79,8 @@ func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[*ec
 // Lease returns the lease the middleware holds for c's request, or nil. It
 // is in c.Request().Context(), which is what to pass on to the Locker and
 // to service functions.
+// One lease covers all the names of a key of several (Lease.Names); its
+// Mode and, under WithPermits, its Slot tell how the request holds them.
 func Lease(c *echo.Context) *core.Lease {
 	return core.LeaseFromContext(c.Request().Context())
 }

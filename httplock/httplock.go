@@ -16,9 +16,9 @@ import (
 // client went away while the request waited for its lock (nginx's 499).
 const StatusClientClosedRequest = adapter.StatusClientClosedRequest
 
-// New returns a middleware that locks the name key derives from each request
-// while next serves it. See the package documentation for its answers, and
-// for where it goes in chi and gorilla/mux.
+// New returns a middleware that locks the name (or names) key derives from
+// each request while next serves it. See the package documentation for its
+// answers, its lock modes, and where it goes in chi and gorilla/mux.
 //
 // New panics, as regexp.MustCompile does, when the set-up is wrong: an
 // invalid option, a nil Locker or key, a Locker whose Err is not nil. The
@@ -60,6 +60,8 @@ func (cfg *config) flow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapt
 }
 
 // Lease returns the lease the middleware holds for r, or nil.
+// One lease covers all the names of a key of several (Lease.Names); its
+// Mode and, under WithPermits, its Slot tell how the request holds them.
 func Lease(r *http.Request) *core.Lease {
 	return core.LeaseFromContext(r.Context())
 }

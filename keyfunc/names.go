@@ -50,7 +50,17 @@ type ArraySource interface {
 // array field with more items than max at once. Every error of f is
 // returned as it is: a missing or empty item is an error wrapping
 // ErrMissing, as a missing part is.
+//
+// A key that yields one name runs once, on s itself, as a plain Func does;
+// only one that yields several runs again, on a Source that wraps s.
 func (f Func) Names(s Source, max int) ([]string, error) {
+	name, err := f(s)
+	switch {
+	case err == nil:
+		return []string{name}, nil
+	case !errors.Is(err, ErrMultiple):
+		return nil, err
+	}
 	if max <= 0 {
 		max = DefaultMaxNames
 	}
