@@ -113,6 +113,14 @@ func NewFlow[R any](pkg string, l *core.Locker, key keyfunc.Func, cfg *Config[R]
 	case l.Err() != nil:
 		lockerErr = l.Err()
 		problems = append(problems, "the Locker is unusable: "+lockerErr.Error())
+	case cfg.mode != core.ModeExclusive:
+		if err := l.CheckMode(cfg.mode); err != nil {
+			problems = append(problems, "the route's mode: "+err.Error())
+		}
+	case cfg.sharedIf != nil:
+		if err := l.CheckMode(core.ModeShared); err != nil {
+			problems = append(problems, "the route's shared requests: "+err.Error())
+		}
 	}
 	if key == nil {
 		problems = append(problems, "the key Func is nil")

@@ -39,6 +39,26 @@ func TestModeOptionsChecked(t *testing.T) {
 	}
 }
 
+// TestModeOnAFairLockerFailsAtSetUp: a route of shared holds or permits on
+// a Locker that cannot take them (WithFair) fails when it is built, not on
+// every request.
+func TestModeOnAFairLockerFailsAtSetUp(t *testing.T) {
+	e := adaptertest.NewEnv(t, nil, core.WithFair())
+	for _, set := range []func(c *RPCConfig){
+		func(c *RPCConfig) { c.SetShared() },
+		func(c *RPCConfig) { c.SetPermits(3) },
+		func(c *RPCConfig) { c.SetSharedMethods("/a.A/Get") },
+	} {
+		_, err := NewRPC("rpc", e.Locker, byHeader, []func(*RPCConfig){set}, failure)
+		if !errors.Is(err, core.ErrInvalidOption) || !strings.Contains(err.Error(), "WithFair") {
+			t.Errorf("%v; want an ErrInvalidOption naming WithFair", err)
+		}
+	}
+	if _, err := NewRPC("rpc", e.Locker, byHeader, []func(*RPCConfig){}, failure); err != nil {
+		t.Errorf("an exclusive route on a fair Locker: %v", err)
+	}
+}
+
 // modeSrc is the Source of a call of a method, named by a header.
 type modeSrc struct {
 	rpcSrc

@@ -155,3 +155,10 @@ func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) bool {
 	_, err := s.client.Revoke(ctx, id)
 	return err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)
 }
+
+// UndoShare removes token's share of key in the background, as Undo does
+// (Undo removes a share this store took as well as a lock): the Locker
+// calls it when a share's release failed (core.ShareUndoer).
+func (s *Store) UndoShare(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	s.Undo(ctx, key, token, ttl, sent)
+}
