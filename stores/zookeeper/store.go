@@ -17,7 +17,9 @@ import (
 )
 
 // Store keeps reqlock's locks in ZooKeeper. It implements core.Store,
-// core.Notifier, core.Queuer, core.Undoer and io.Closer; build it with New.
+// core.Notifier, core.Queuer, core.Undoer, core.Sharer (shared holds and
+// permits), core.MultiAcquirer (several keys at once) and io.Closer; build
+// it with New.
 type Store struct {
 	conn    *zk.Conn
 	root    string // "" for "/"
