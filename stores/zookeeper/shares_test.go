@@ -347,10 +347,11 @@ func TestShareUndo(t *testing.T) {
 }
 
 // TestShareOverlap: goroutines on four connections take one key in shared
-// and exclusive mode, and another with permits(3), renewing and releasing
-// what they take; an exclusive holder never overlaps another holder,
-// permit holders are never more than 3 and never share a slot, and shared
-// holders do overlap. The TTL (5 s) outlasts any stall of a holder.
+// and exclusive mode (an exclusive waiter with TryAcquireWaiting, keeping
+// its token until it holds), and another with permits(3), renewing and
+// releasing what they take; an exclusive holder never overlaps another
+// holder, and permit holders never share a slot (so they are never more
+// than 3). The TTL (5 s) outlasts any stall of a holder.
 func TestShareOverlap(t *testing.T) {
 	leakCheck(t)
 	rw, sem := uniq(t), uniq(t)
@@ -373,16 +374,16 @@ func TestShareOverlap(t *testing.T) {
 		for g := range 3 {
 			wg.Go(func() {
 				bg := context.Background()
-				for n := 0; contend(start, &holds); n++ {
-					tok := rand.Text()
-					switch (i + g + n) % 3 {
-					case 0: // exclusive
+				tok := rand.Text()
+				for contend(start, &holds) {
+					switch (i + g) % 3 {
+					case 0: // exclusive: a waiter keeps its token until it holds
 						ok, _, err := s.TryAcquireWaiting(bg, rw, tok, ttl, time.Second, false)
-						if err != nil || !ok {
-							if err != nil {
-								fail("TryAcquireWaiting: %v", err)
-								return
-							}
+						if err != nil {
+							fail("TryAcquireWaiting: %v", err)
+							return
+						}
+						if !ok {
 							time.Sleep(time.Millisecond)
 							continue
 						}
@@ -415,7 +416,7 @@ func TestShareOverlap(t *testing.T) {
 							fail("a shared holder overlapped an exclusive one")
 						}
 						holds.Add(1)
-						time.Sleep(2 * time.Millisecond)
+						time.Sleep(5 * time.Millisecond)
 						if ok, _, err := s.ExtendShare(bg, rw, tok, ttl, false); !ok || err != nil {
 							fail("ExtendShare by the holder: %v, %v", ok, err)
 						}
@@ -438,9 +439,6 @@ func TestShareOverlap(t *testing.T) {
 							fail("permit slot %d is out of range or in use (in use: %v)", slot, slots)
 						}
 						slots[slot] = true
-						if len(slots) > 3 {
-							fail("%d permit holders of 3", len(slots))
-						}
 						mu.Unlock()
 						holds.Add(1)
 						time.Sleep(time.Millisecond)
@@ -451,6 +449,7 @@ func TestShareOverlap(t *testing.T) {
 							fail("ReleaseShare(permits): %v, %v", ok, err)
 						}
 					}
+					tok = rand.Text()
 				}
 			})
 		}
@@ -459,7 +458,5 @@ func TestShareOverlap(t *testing.T) {
 	if holds.Load() < 10 {
 		t.Errorf("only %d holds in %v", holds.Load(), maxContention)
 	}
-	if !sharedOverlap.Load() {
-		t.Log("no two shared holders happened to overlap") // a matter of timing, not a defect
-	}
+	t.Logf("%d holds; shared holders overlapped: %v", holds.Load(), sharedOverlap.Load()) // a matter of timing
 }
