@@ -137,10 +137,11 @@
 // or none, whatever the keys; each key is then settled as TryAcquire
 // settles it, every key pipelined; if one of them is busy, one more
 // multi-operation deletes every node of the attempt. Two round trips for
-// any number of free keys, three when one is busy. While the attempt runs,
-// its nodes that are the lowest hold their keys for a moment, as those of
-// a one-by-one attempt would; once it returns, the token holds every key
-// or none.
+// any number of free keys, four when one is busy (its holder's node read,
+// then the deletion), as for one key. While the attempt runs, its nodes
+// that are the lowest hold their keys for a moment, as those of a
+// one-by-one attempt would; once it returns, the token holds every key or
+// none.
 //
 // # Clean-ups
 //

@@ -31,7 +31,8 @@ var _ core.MultiAcquirer = (*Store)(nil)
 // multi-operation deletes every node of the attempt, and it reports false.
 // So an uncontended TryAcquireAll takes two round trips whatever the
 // number of keys (four the first time a key's parent node is made), and a
-// busy one three.
+// busy one four (the holder's node read, then the deletion), as
+// TryAcquire of one key.
 //
 // While the attempt runs, its nodes that are the lowest hold their keys
 // for a moment, as the nodes of a one-by-one attempt would: a contender of
