@@ -114,13 +114,14 @@ func readCallOptions(opts []CallOption) (callConfig, error) {
 // What the call site says wins; then what code earlier in the request put on
 // the context (a middleware, a handler deep in the stack); then the route's
 // default; then the Locker's.
-func (l *Locker) resolve(ctx context.Context, opts []CallOption) (ttl, wait time.Duration, route string, err error) {
+func (l *Locker) resolve(ctx context.Context, opts []CallOption) (ttl, wait time.Duration, route string, mode Mode, permits int, err error) {
 	var c callConfig
 	if len(opts) > 0 { // the options escape: without any, c stays on the stack
 		if c, err = readCallOptions(opts); err != nil {
-			return 0, 0, "", err
+			return 0, 0, "", 0, 0, err
 		}
 	}
+	mode, permits = c.mode, c.permits
 	ttl = l.cfg.ttl
 	if v, ok := TTLFromContext(ctx); c.ttl > 0 {
 		ttl = c.ttl
@@ -130,14 +131,14 @@ func (l *Locker) resolve(ctx context.Context, opts []CallOption) (ttl, wait time
 		ttl = c.routeTTL
 	}
 	if ttl, err = checkTTL(ttl, "ContextWithTTL"); err != nil {
-		return 0, 0, "", err
+		return 0, 0, "", 0, 0, err
 	}
 	wait = l.cfg.wait
 	if v, ok := WaitFromContext(ctx); c.waitSet {
 		wait = c.wait
 	} else if ok {
 		if v < 0 {
-			return 0, 0, "", fmt.Errorf("%w: ContextWithWait(%v): the wait budget must not be negative", ErrInvalidOption, v)
+			return 0, 0, "", 0, 0, fmt.Errorf("%w: ContextWithWait(%v): the wait budget must not be negative", ErrInvalidOption, v)
 		}
 		wait = v
 	} else if c.routeWaitSet {
@@ -147,7 +148,7 @@ func (l *Locker) resolve(ctx context.Context, opts []CallOption) (ttl, wait time
 	if !c.routeSet {
 		route = RouteFromContext(ctx)
 	}
-	return ttl, wait, route, nil
+	return ttl, wait, route, mode, permits, nil
 }
 
 type ttlKey struct{}

@@ -41,6 +41,14 @@ func LeaseFromContext(ctx context.Context) *Lease {
 func (l *Locker) heldIn(ctx context.Context, key string) *Lease {
 	n, _ := ctx.Value(leaseKey{}).(*leaseNode)
 	for ; n != nil; n = n.next {
+		if n.lease.parts != nil { // a lease of AcquireAll holds each of its names
+			for _, p := range n.lease.parts {
+				if outer := p.outer(); outer.locker == l && outer.key == key && outer.held() {
+					return outer
+				}
+			}
+			continue
+		}
 		outer := n.lease.outer()
 		if outer.locker == l && outer.key == key && outer.held() {
 			return outer

@@ -69,7 +69,7 @@ func (l *Lease) handoff(ctx context.Context, name string, ttl time.Duration) (*L
 
 	fencing := locker.cfg.fencing
 	if !fencing && time.Until(validUntil) >= ttl-ttl/3 {
-		return locker.newLease(name, l.key, l.token, l.fence, heldTTL, validUntil), nil
+		return locker.newLease(name, l.key, l.token, l.fence, heldTTL, validUntil, hold{}), nil
 	}
 	if !fencing && l.want > 0 && time.Until(validUntil) >= heldTTL/3 {
 		// A lock granted by the fair queue for the waiter's patience, not
@@ -101,5 +101,5 @@ func (l *Lease) handoff(ctx context.Context, name string, ttl time.Duration) (*L
 	if !fencing {
 		fence = l.fence
 	}
-	return locker.newLease(name, l.key, l.token, fence, ttl, validity(sent, ttl)), nil
+	return locker.newLease(name, l.key, l.token, fence, ttl, validity(sent, ttl), hold{}), nil
 }

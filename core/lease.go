@@ -27,6 +27,7 @@ type Lease struct {
 	// parts are the leases of the names of an AcquireAll lease, in
 	// canonical order; nil for the lease of one name.
 	parts []*Lease
+	all   *allState
 
 	// parent is the outermost lease of a nested (reentrant) lease, which
 	// owns the hold in the store; nil for a lease that owns it itself.
@@ -89,13 +90,16 @@ const (
 // newLease builds a lease that owns a hold of key with token in the store,
 // valid until validUntil, and starts its watchdog (WithWatchdog). Every such
 // lease is made here: by Acquire, and by a hand-off for the next holder.
-func (l *Locker) newLease(name, key, token string, fence int64, ttl time.Duration, validUntil time.Time) *Lease {
+func (l *Locker) newLease(name, key, token string, fence int64, ttl time.Duration, validUntil time.Time, h hold) *Lease {
 	lease := &Lease{
 		locker:     l,
 		name:       name,
 		key:        key,
 		token:      token,
 		fence:      fence,
+		mode:       h.mode,
+		permits:    h.permits,
+		slot:       h.slot,
 		ttl:        ttl,
 		basis:      ttl,
 		validUntil: validUntil,
@@ -110,12 +114,15 @@ func (l *Locker) newLease(name, key, token string, fence int64, ttl time.Duratio
 // outer's hold in the store and releases nothing itself.
 func nested(outer *Lease) *Lease {
 	return &Lease{
-		locker: outer.locker,
-		name:   outer.name,
-		key:    outer.key,
-		token:  outer.token,
-		fence:  outer.fence,
-		parent: outer,
+		locker:  outer.locker,
+		name:    outer.name,
+		key:     outer.key,
+		token:   outer.token,
+		fence:   outer.fence,
+		mode:    outer.mode,
+		permits: outer.permits,
+		slot:    outer.slot,
+		parent:  outer,
 	}
 }
 
@@ -231,6 +238,13 @@ func (l *Lease) Fence() int64 { return l.fence }
 // stays taken if the holder dies. ValidUntil and the watchdog count from it
 // (from less after an Extend that failed, whose command may still land).
 func (l *Lease) TTL() time.Duration {
+	if l.parts != nil {
+		ttl := l.parts[0].TTL()
+		for _, p := range l.parts[1:] {
+			ttl = min(ttl, p.TTL())
+		}
+		return ttl
+	}
 	l = l.outer()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -242,6 +256,15 @@ func (l *Lease) TTL() time.Duration {
 // sent, less a margin for clock drift (1% of the TTL plus 2 ms). The store frees
 // the key a little later.
 func (l *Lease) ValidUntil() time.Time {
+	if l.parts != nil {
+		v := l.parts[0].ValidUntil()
+		for _, p := range l.parts[1:] {
+			if pv := p.ValidUntil(); pv.Before(v) {
+				v = pv
+			}
+		}
+		return v
+	}
 	l = l.outer()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -266,6 +289,9 @@ func (l *Lease) ValidUntil() time.Time {
 // A nested lease (see Locker.Acquire) returns the channel of its outermost
 // lease, which owns the hold.
 func (l *Lease) Done() <-chan struct{} {
+	if l.parts != nil {
+		return l.allDone()
+	}
 	l = l.outer()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -317,6 +343,13 @@ func (l *Lease) closeDoneLocked() {
 // Done). Done is closed then. A nested lease reports its outermost lease's
 // state.
 func (l *Lease) Lost() bool {
+	if l.parts != nil {
+		lost := false
+		for _, p := range l.parts {
+			lost = p.Lost() || lost // each reads its clock: Done agrees
+		}
+		return lost
+	}
 	l = l.outer()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -356,6 +389,9 @@ var errReleasePanicked = errors.New("reqlock: release: the handler chain panicke
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil {
 		return fmt.Errorf("%w: release of a nil lease", ErrNotHeld)
+	}
+	if l.parts != nil {
+		return l.allRelease(ctx)
 	}
 	if l.parent != nil {
 		l.mu.Lock()
@@ -434,6 +470,9 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
+	if l.parts != nil {
+		return l.allExtend(ctx, ttl)
+	}
 	if l.parent != nil {
 		l.mu.Lock()
 		released := l.state == stateReleased
@@ -493,7 +532,7 @@ func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 		}
 	}
 	l.mu.Unlock()
-	ok, _, err := l.locker.store.Extend(ioCtx, l.key, l.token, ttl, false)
+	ok, err := l.locker.extendStore(ioCtx, l, ttl)
 	if err != nil {
 		l.mu.Lock()
 		l.unsureTTL = l.safeTTL(held)

@@ -30,6 +30,7 @@ type Locker struct {
 	owned  bool     // built by New or NewRedlock: Close closes the store
 	notify Notifier // WithNotify on a store that can push; nil otherwise
 	queuer Queuer   // WithFair; nil otherwise
+	sharer Sharer   // the store as a Sharer, nil for a store that is not one
 	lines  lines    // WithFair: the waiters, polled per key (fair.go)
 	// rounder is the store as a TTLRounder, nil for a store that holds
 	// what it is asked (see heldFor).
@@ -83,6 +84,9 @@ func newLocker(s Store, owned bool, err error, opts []Option) *Locker {
 	}
 	if r, ok := s.(TTLRounder); ok {
 		l.rounder = r
+	}
+	if sh, ok := s.(Sharer); ok {
+		l.sharer = sh
 	}
 	if n, ok := s.(Notifier); ok && cfg.notify {
 		n.Announce()
@@ -159,10 +163,13 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...CallOption) (
 		return nil, err
 	}
 	if outer := l.heldIn(ctx, key); outer != nil {
-		return nested(outer), nil
+		return reenter(outer, name, opts)
 	}
-	ttl, wait, route, err := l.resolve(ctx, opts)
+	ttl, wait, route, mode, permits, err := l.resolve(ctx, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := l.checkMode(name, mode); err != nil {
 		return nil, err
 	}
 	now := time.Now()
@@ -170,7 +177,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...CallOption) (
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	req := &AcquireCall{Name: name, Key: key, Route: route, TTL: ttl, Start: now, Deadline: deadline}
+	req := &AcquireCall{Name: name, Key: key, Route: route, TTL: ttl, Start: now, Deadline: deadline, Mode: mode, Permits: permits}
 	l.observeStart(ctx, req)
 	panicked := true
 	defer func() {
@@ -214,7 +221,7 @@ func (l *Locker) acquirePanicked(ctx context.Context, req *AcquireCall) {
 func (l *Locker) observeStart(ctx context.Context, req *AcquireCall) {
 	for _, o := range l.cfg.observers {
 		if so, ok := o.(StartObserver); ok {
-			so.ObserveStart(ctx, StartEvent{Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL, Start: req.Start})
+			so.ObserveStart(ctx, StartEvent{Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL, Start: req.Start, Mode: req.Mode})
 		}
 	}
 }
@@ -227,7 +234,7 @@ func (l *Locker) observeAcquire(ctx context.Context, req *AcquireCall, lease *Le
 	}
 	e := AcquireEvent{
 		Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL,
-		Start: req.Start, End: time.Now(), Attempts: req.Attempts,
+		Mode: req.Mode, Permits: req.Permits, Start: req.Start, End: time.Now(), Attempts: req.Attempts,
 		LocalWait: req.localWait, HandedOver: req.handedIn,
 		Outcome: Classify(err), Err: err, Lease: lease,
 	}
@@ -286,8 +293,8 @@ func (l *Locker) take(ctx context.Context, req *AcquireCall) (*Lease, error) {
 		return nil, err
 	}
 	req.TTL = ttl
-	if l.cfg.queue == nil {
-		return l.spin(ctx, req)
+	if l.cfg.queue == nil || req.Mode != ModeExclusive {
+		return l.spin(ctx, req) // shares of one process run together
 	}
 	waitStart := time.Now()
 	turn, err := l.cfg.queue.Enter(ctx, req.Name, req.Key, req.Deadline)
@@ -366,17 +373,20 @@ func (l *Locker) spin(ctx context.Context, req *AcquireCall) (*Lease, error) {
 		token := rand.Text() // 128 bits or more from crypto/rand
 		sent := time.Now()
 		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-		ok, fence, err := l.tryAcquire(ioCtx, req, token, timer == nil) // no timer: no failed attempt yet
+		ok, slot, fence, err := l.tryAcquire(ioCtx, req, token, timer == nil) // no timer: no failed attempt yet
 		cancel()
 		if err != nil {
 			if cerr := callerErr(ctx); cerr != nil {
 				return nil, cerr
 			}
+			if errors.Is(err, ErrModeMismatch) {
+				return nil, fmt.Errorf("%w: %s %q: %w", ErrInvalidOption, modeLabel(req.Mode, req.Permits), req.Name, err)
+			}
 			return nil, l.storageErr("acquire", req.Name, err)
 		}
 		if ok {
 			ttl := l.heldFor(req.TTL)
-			return l.newLease(req.Name, req.Key, token, fence, ttl, validity(sent, ttl)), nil
+			return l.newLease(req.Name, req.Key, token, fence, ttl, validity(sent, ttl), hold{req.Mode, req.Permits, slot}), nil
 		}
 		left := time.Until(req.Deadline)
 		if left <= 0 {
@@ -429,12 +439,24 @@ func detach(ctx context.Context) context.Context {
 
 // tryAcquire is one attempt of spin in the store; first is set for the first
 // attempt of an Acquire, which expects the name to be free (see
-// FreeAcquirer).
-func (l *Locker) tryAcquire(ctx context.Context, req *AcquireCall, token string, first bool) (bool, int64, error) {
-	if s, ok := l.store.(FreeAcquirer); ok && first {
-		return s.TryAcquireFree(ctx, req.Key, token, req.TTL, l.cfg.fencing)
+// FreeAcquirer). A share is taken through the Sharer; an exclusive attempt
+// after a failed one, through TryAcquireWaiting on a Sharer, so that new
+// shares wait behind it (writers do not starve). slot is the share's slot
+// under Permits, 0 otherwise.
+func (l *Locker) tryAcquire(ctx context.Context, req *AcquireCall, token string, first bool) (ok bool, slot int, fence int64, err error) {
+	if req.Mode != ModeExclusive {
+		return l.sharer.TryAcquireShare(ctx, req.Key, token, req.TTL, Hold{N: req.Permits}, l.cfg.fencing)
 	}
-	return l.store.TryAcquire(ctx, req.Key, token, req.TTL, l.cfg.fencing)
+	if s, ok := l.store.(FreeAcquirer); ok && first {
+		ok, fence, err = s.TryAcquireFree(ctx, req.Key, token, req.TTL, l.cfg.fencing)
+		return ok, 0, fence, err
+	}
+	if l.sharer != nil && !first {
+		ok, fence, err = l.sharer.TryAcquireWaiting(ctx, req.Key, token, req.TTL, l.writerPatience(), l.cfg.fencing)
+		return ok, 0, fence, err
+	}
+	ok, fence, err = l.store.TryAcquire(ctx, req.Key, token, req.TTL, l.cfg.fencing)
+	return ok, 0, fence, err
 }
 
 // callerErr returns the caller's context error: ctx's error, or
@@ -498,6 +520,9 @@ func (l *Locker) unlockStore(ctx context.Context, lease *Lease) error {
 	ioCtx, cancel := context.WithTimeout(detach(ctx), l.cfg.ioTimeout)
 	defer cancel()
 	sent := time.Now()
+	if lease.mode != ModeExclusive {
+		return l.releaseShare(ioCtx, lease)
+	}
 	ok, err := l.store.Release(ioCtx, lease.key, lease.token)
 	if err != nil {
 		// The release may not have reached the store: an Undoer retries it
@@ -541,4 +566,18 @@ func (l *Locker) storageErr(op, name string, err error) error {
 		return fmt.Errorf("%w: %s %q: no reply within the I/O timeout of %v: %w", ErrStorage, op, name, l.cfg.ioTimeout, err)
 	}
 	return fmt.Errorf("%w: %s %q: %w", ErrStorage, op, name, err)
+}
+
+// releaseShare removes the share of lease in the store. A share whose
+// release failed expires at its TTL: the Undoer's background removal is
+// for exclusive holds.
+func (l *Locker) releaseShare(ctx context.Context, lease *Lease) error {
+	ok, err := l.sharer.ReleaseShare(ctx, lease.key, lease.token)
+	if err != nil {
+		return l.storageErr("release", lease.name, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: release %q: the %s had expired", ErrNotHeld, lease.name, modeLabel(lease.mode, lease.permits))
+	}
+	return nil
 }

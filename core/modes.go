@@ -1,7 +1,9 @@
 package core
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/reqlock/reqlock/lockstore"
 )
@@ -93,4 +95,80 @@ func Permits(n int) CallOption {
 			c.setErr(fmt.Errorf("%w: Permits(%d): n must be between 1 and %d", ErrInvalidOption, n, MaxPermits))
 		}
 	}
+}
+
+// hold is how a lease holds its name: its mode, the n of Permits(n) and
+// its slot.
+type hold struct {
+	mode    Mode
+	permits int
+	slot    int
+}
+
+// modeLabel names a mode for errors: "exclusive lock", "shared hold",
+// "permit (of 5)".
+func modeLabel(m Mode, permits int) string {
+	switch m {
+	case ModeShared:
+		return "shared hold"
+	case ModePermits:
+		return fmt.Sprintf("permit (of %d)", permits)
+	}
+	return "lock"
+}
+
+// checkMode reports why the Locker cannot take name in mode: a store that
+// is not a Sharer, or WithFair, whose queue orders exclusive holders only.
+func (l *Locker) checkMode(name string, mode Mode) error {
+	if mode == ModeExclusive {
+		return nil
+	}
+	if l.sharer == nil {
+		return fmt.Errorf("%w: %s of %q: the store (%T) keeps one holder per name; shared holds and permits need a store that is a core.Sharer",
+			ErrInvalidOption, mode, name, l.store)
+	}
+	if l.queuer != nil {
+		return fmt.Errorf("%w: %s of %q: a Locker built WithFair queues exclusive holders only; take shared holds and permits with a Locker without WithFair",
+			ErrInvalidOption, mode, name)
+	}
+	return nil
+}
+
+// reenter answers an Acquire of a name that outer, a lease carried by the
+// context, already holds: a nested lease when outer's mode covers the
+// call's (an exclusive hold covers every mode, a shared hold a shared one,
+// a permit one of the same n), an error otherwise: a shared holder asking
+// for the name exclusively would wait for its own share (Curator and
+// Redisson refuse the same upgrade).
+func reenter(outer *Lease, name string, opts []CallOption) (*Lease, error) {
+	var c callConfig
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&c)
+		}
+	}
+	if outer.mode == ModeExclusive || (outer.mode == c.mode && outer.permits == c.permits) {
+		return nested(outer), nil
+	}
+	return nil, fmt.Errorf("%w: %s of %q inside a %s of it (carried by the context): a hold cannot be upgraded or changed in place",
+		ErrInvalidOption, modeLabel(c.mode, c.permits), name, modeLabel(outer.mode, outer.permits))
+}
+
+// writerPatience is how long an exclusive waiter's record (see
+// TryAcquireWaiting) lasts: longer than the longest gap between two of its
+// attempts (a sleep and an I/O timeout), so that it stays while the waiter
+// waits and expires soon after it gives up.
+func (l *Locker) writerPatience() time.Duration {
+	return 2*(l.cfg.spinMin+l.cfg.spinRandom) + l.cfg.ioTimeout
+}
+
+// extendStore resets the lease's hold in the store to ttl: its share
+// through the Sharer, its lock otherwise.
+func (l *Locker) extendStore(ctx context.Context, lease *Lease, ttl time.Duration) (bool, error) {
+	if lease.mode != ModeExclusive {
+		ok, _, err := l.sharer.ExtendShare(ctx, lease.key, lease.token, ttl, false)
+		return ok, err
+	}
+	ok, _, err := l.store.Extend(ctx, lease.key, lease.token, ttl, false)
+	return ok, err
 }
