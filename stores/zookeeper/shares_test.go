@@ -460,3 +460,74 @@ func TestShareOverlap(t *testing.T) {
 	}
 	t.Logf("%d holds; shared holders overlapped: %v", holds.Load(), sharedOverlap.Load()) // a matter of timing
 }
+
+// TestFailedShareIsUndone: a TryAcquireShare and a TryAcquireAll whose
+// context ends before the server's reply fail with the context's error, and
+// the nodes their creates made are deleted in the background: the keys are
+// free soon after, long before the attempts' TTL. The connection holds back
+// the server's replies while the attempts run (as TestFailedAttemptIsUndone
+// does), and the contexts end once the nodes are there.
+func TestFailedShareIsUndone(t *testing.T) {
+	leakCheck(t)
+	var g gate
+	slow := newStore(t, dialVia(t, "", 0, g.dialer()))
+	oconn := dial(t, "", 0)
+	other := newStore(t, oconn)
+	k1, k2 := uniq(t), uniq(t)
+	for _, k := range []string{k1, k2} {
+		mustAcquire(t, other, k, "first", time.Minute, false) // the keys' parent nodes exist
+	}
+	dir := func(key string) string { return "/reqlock/" + strings.ReplaceAll(key, "#", "%23") }
+	has := func(key, prefix string) bool {
+		for _, name := range children(t, oconn, dir(key)) {
+			if strings.HasPrefix(name, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	g.shut()
+	shut := true
+	defer func() {
+		if shut {
+			g.open()
+		}
+	}()
+	c, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() {
+		_, _, _, err := slow.TryAcquireShare(c, k1, "late", time.Minute, sharedHold, false)
+		errc <- err
+	}()
+	go func() {
+		_, _, err := slow.TryAcquireAll(c, []string{k1, k2}, "lateall", time.Minute, false)
+		errc <- err
+	}()
+	eventually(t, 20*time.Second, "the attempts' creates never made their nodes", func() bool {
+		return has(k1, "l-%Slate-") && has(k1, "l-lateall-") && has(k2, "l-lateall-")
+	})
+	cancel()
+	for range 2 {
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("an attempt cut by its context: %v; want context.Canceled", err)
+		}
+	}
+	g.open()
+	shut = false
+	for _, k := range []string{k1, k2} {
+		if ok, err := other.Release(ctx(t), k, "first"); !ok || err != nil {
+			t.Fatalf("Release: %v, %v", ok, err)
+		}
+		eventually(t, 20*time.Second, "a key was still held by a failed attempt", func() bool {
+			ok, _, err := other.TryAcquire(ctx(t), k, "next", time.Minute, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		})
+		if ok, err := other.Release(ctx(t), k, "next"); !ok || err != nil {
+			t.Fatalf("Release: %v, %v", ok, err)
+		}
+	}
+}
