@@ -59,10 +59,10 @@ const (
 // slot, so never more than N hold the key.
 //
 // An uncontended shared hold takes two round trips; a permit three (the
-// listing first), four when other permits hold the key (their nodes are
-// read to find a free slot); a fenced share one more: its fence is the
-// zxid of a write to its node once it holds, higher than every fence drawn
-// before, exclusive or shared.
+// listing first), four when other permits hold the lower slots (their
+// nodes are read to find a free one); a fenced share one more: its fence
+// is the zxid of a write to its node once it holds, higher than every
+// fence drawn before, exclusive or shared.
 func (s *Store) TryAcquireShare(ctx context.Context, key, token string, ttl time.Duration, h core.Hold, fenced bool) (bool, int, int64, error) {
 	if err := s.checkTTL(ttl); err != nil {
 		return false, 0, 0, err
