@@ -138,7 +138,9 @@ func (s *Store) TryAcquireShare(ctx context.Context, key, token string, ttl time
 			return false, 0, 0, wrap("acquire share", key, mismatchError(h, other.hold))
 		case v.state == slotTaken:
 			s.drop(ctx, key, p, ttl, sent)
-			avoid = append(avoid, slot)
+			if avoid = append(avoid, slot); len(avoid) > h.N { // bounded, whatever happens
+				return false, 0, 0, nil
+			}
 		default: // ahead: an exclusive holder or waiter
 			s.drop(ctx, key, p, ttl, sent)
 			return false, 0, 0, nil

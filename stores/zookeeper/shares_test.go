@@ -531,3 +531,60 @@ func TestFailedShareIsUndone(t *testing.T) {
 		}
 	}
 }
+
+// TestShareFenceFollowsConcurrentDraws: a share's fence is higher than a
+// fence drawn while its attempt ran, after its node was made: the reply to
+// its create is held back until another share's fenced ExtendShare has
+// drawn its fence. (The node's czxid, drawn when it was made, would be
+// lower.)
+func TestShareFenceFollowsConcurrentDraws(t *testing.T) {
+	leakCheck(t)
+	var g gate
+	slow := newStore(t, dialVia(t, "", 0, g.dialer()))
+	oconn := dial(t, "", 0)
+	other := newStore(t, oconn)
+	key := uniq(t)
+	const ttl = time.Minute
+	mustShare(t, other, key, "s0", ttl, sharedHold)
+	dir := "/reqlock/" + strings.ReplaceAll(key, "#", "%23")
+	g.shut()
+	shut := true
+	defer func() {
+		if shut {
+			g.open()
+		}
+	}()
+	type result struct {
+		ok    bool
+		fence int64
+		err   error
+	}
+	res := make(chan result, 1)
+	go func() {
+		ok, _, fence, err := slow.TryAcquireShare(context.Background(), key, "s1", ttl, sharedHold, true)
+		res <- result{ok, fence, err}
+	}()
+	eventually(t, 20*time.Second, "the attempt's create never made its node", func() bool {
+		for _, name := range children(t, oconn, dir) {
+			if strings.HasPrefix(name, "l-%Ss1-") {
+				return true
+			}
+		}
+		return false
+	})
+	ok, drawn, err := other.ExtendShare(ctx(t), key, "s0", ttl, true)
+	if !ok || err != nil {
+		t.Fatalf("ExtendShare: %v, %v", ok, err)
+	}
+	g.open()
+	shut = false
+	r := <-res
+	if !r.ok || r.err != nil {
+		t.Fatalf("TryAcquireShare: %v, %v", r.ok, r.err)
+	}
+	if r.fence <= drawn {
+		t.Errorf("the share's fence %d is not above %d, drawn while its attempt ran", r.fence, drawn)
+	}
+	mustReleaseShare(t, other, key, "s0")
+	mustReleaseShare(t, slow, key, "s1")
+}
