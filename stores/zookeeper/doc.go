@@ -111,10 +111,13 @@
 //     dead holder's slot is free at its TTL (CURATOR-315: leases of dead
 //     holders kept their permits).
 //   - Writers do not starve: TryAcquireWaiting, when live shares keep it
-//     out, writes an EPHEMERAL record "w-" and its token beside the queue,
-//     with its patience as TTL, renewed at each attempt; while a record is
-//     live no new share holds, also after the shares have drained, until
-//     the waiter takes the key and deletes its record or the record dies.
+//     out, writes the key's exclusive waiter's record, an EPHEMERAL node
+//     "w" beside the queue with its patience as TTL. There is one record
+//     per key, not per token (a Locker draws a token per attempt): each
+//     waiting attempt resets it. While it is live no new share holds, also
+//     after the shares have drained, until a waiter takes the key and
+//     deletes it, or it dies after the patience of the last attempt that
+//     wrote it.
 //   - ReleaseShare and ExtendShare are Release and Extend on the share's
 //     node; a store that did not take the share finds it by its token.
 //   - A fenced share's fence is the zxid of a write to its node made once it
@@ -127,7 +130,7 @@
 // chooses its slot), and one more again to read the other permits' nodes
 // when they hold the lower slots; a fenced share one more (the write whose
 // zxid is its fence). ReleaseShare takes one, ExtendShare one;
-// TryAcquireWaiting one more than TryAcquire when it writes or deletes its
+// TryAcquireWaiting one more than TryAcquire when it writes or deletes the
 // record.
 //
 // # Several keys at once
@@ -150,10 +153,10 @@
 // it late), a Release that fails, a lease the Locker gives up and a fair
 // waiter that has gone leave nodes that nobody would renew or delete: the
 // store deletes the nodes of their tokens (found by the token in their
-// names: locks, places in the queue, shares and waiters' records), at once
-// and then every 250 ms in the background, until it has deleted one or the
-// server has answered for the TTL (internal/undo, shared with the other
-// stores). A connection runs its requests in order, so a deletion sent
+// names: locks, places in the queue and shares; a key's exclusive waiter's
+// record is no token's, and dies after its patience), at once and then
+// every 250 ms in the background, until it has deleted one or the server
+// has answered for the TTL (internal/undo, shared with the other stores). A connection runs its requests in order, so a deletion sent
 // after a late renewal runs after it.
 //
 // # Fencing

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +54,7 @@ func TestLockerModes(t *testing.T) {
 	}
 	dir := r + "/" + key // the store escapes none of its characters
 	eventually(t, 10*time.Second, "the waiting writer left no record", func() bool {
-		return slices.ContainsFunc(children(t, conn, dir), func(n string) bool { return strings.HasPrefix(n, "w-") })
+		return slices.Contains(children(t, conn, dir), "w")
 	})
 	if _, err := locker.Acquire(bg, "doc", core.Shared(), core.Wait(100*time.Millisecond)); !errors.Is(err, core.ErrTimeout) {
 		t.Fatalf("a new shared Acquire while a writer waits: %v; want ErrTimeout", err)

@@ -147,9 +147,11 @@ const (
 	permitsTag = "%P"
 )
 
-// waiterPrefix starts the name of an exclusive waiter's record
-// (TryAcquireWaiting): "w-" + escaped token, a node that is no contender.
-const waiterPrefix = "w-"
+// waiterName is the name of a key's exclusive waiter's record
+// (TryAcquireWaiting), a node that is no contender: one per key, whichever
+// waiters and attempts write it, as the record is the key's, not a token's
+// (a Locker draws a token per attempt).
+const waiterName = "w"
 
 // shareName is what the name of a share's node says.
 type shareName struct {

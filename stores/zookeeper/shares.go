@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,9 +30,6 @@ var _ core.Sharer = (*Store)(nil)
 
 // shareKey is the nodeKey of token's share of key.
 func shareKey(key, token string) nodeKey { return nodeKey{key: key, token: token, kind: shareNode} }
-
-// waiterKey is the nodeKey of token's exclusive waiter's record of key.
-func waiterKey(key, token string) nodeKey { return nodeKey{key: key, token: token, kind: waiterNode} }
 
 // Verdicts of settleShare, beside those of settle (ahead: a live
 // exclusive lock or waiter's record keeps the share out; lowest: it
@@ -288,10 +285,8 @@ func (s *Store) settleShare(ctx context.Context, dir, p, etoken string, h core.H
 			check = append(check, c.name)
 		}
 	}
-	for _, name := range list.names {
-		if strings.HasPrefix(name, waiterPrefix) {
-			check = append(check, name)
-		}
+	if slices.Contains(list.names, waiterName) {
+		check = append(check, waiterName)
 	}
 	var dead []readResult
 	v.state = lowest
@@ -437,11 +432,17 @@ func (s *Store) ExtendShare(ctx context.Context, key, token string, ttl time.Dur
 
 // TryAcquireWaiting is TryAcquire for an exclusive waiter that has failed
 // before (core.Sharer). When live shares keep it out (the live node ahead
-// of its attempt was a share), or when it has a record already, it writes
-// its record: an EPHEMERAL node "w-" + token beside the queue holding
-// patience as its TTL, which keeps new shares out (TryAcquireShare) until
-// it expires, patience after the waiter's last attempt, or the waiter
-// takes the key and deletes it. One more round trip in either case.
+// of its attempt was a share), it writes the key's exclusive waiter's
+// record: an EPHEMERAL node "w" beside the queue holding patience as its
+// TTL, which keeps new shares out (TryAcquireShare) until it expires,
+// patience after the last attempt that wrote it, or an exclusive waiter
+// takes the key and deletes it. The record is the key's, not the
+// token's: every waiting attempt, of any token (a Locker draws one per
+// attempt) and any waiter, resets the one record of the key, and the
+// attempt that takes the key deletes it, whoever wrote it. One more round
+// trip when it writes the record (two when the record has to be made or
+// found there after all), and one more when it takes the key while the
+// listing that showed it lowest had a record.
 func (s *Store) TryAcquireWaiting(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (bool, int64, error) {
 	if err := s.checkTTL(ttl); err != nil {
 		return false, 0, err
@@ -449,32 +450,38 @@ func (s *Store) TryAcquireWaiting(ctx context.Context, key, token string, ttl, p
 	if patience <= 0 {
 		return false, 0, fmt.Errorf("zkstore: patience %v is not positive", patience)
 	}
-	ok, fence, byShare, err := s.tryAcquire(ctx, key, token, ttl, fenced)
-	if err != nil {
-		return false, 0, err
-	}
-	wk := waiterKey(key, token)
-	rec, recorded := s.lookupK(wk)
+	ok, fence, saw, err := s.tryAcquire(ctx, key, token, ttl, fenced)
 	switch {
-	case ok && recorded:
-		s.forgetK(wk)
-		sent := time.Now()
-		if err := s.delete(ctx, rec.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			s.undoNode(key, rec.path, patience, sent)
-		}
-	case !ok && (byShare || recorded):
-		if err := s.markWaiting(ctx, wk, patience); err != nil {
+	case err != nil:
+		return false, 0, err
+	case ok && !saw.noRecord:
+		s.clearWaiting(ctx, key, patience)
+	case !ok && saw.byShare:
+		if err := s.markWaiting(ctx, key, patience, !saw.noRecord); err != nil {
 			return false, 0, wrap("acquire waiting", key, err)
 		}
 	}
 	return ok, fence, nil
 }
 
-// markWaiting writes k's exclusive waiter's record, with patience as its
-// TTL.
-func (s *Store) markWaiting(ctx context.Context, k nodeKey, patience time.Duration) error {
-	dir := s.dir(k.key)
-	p := dir + "/" + waiterPrefix + escape(k.token)
+// clearWaiting deletes key's exclusive waiter's record, written with
+// patience, if there is one; a deletion that fails is left to a clean-up
+// in the background (the record dies after its patience in any case).
+func (s *Store) clearWaiting(ctx context.Context, key string, patience time.Duration) {
+	p := s.dir(key) + "/" + waiterName
+	sent := time.Now()
+	if err := s.delete(ctx, p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		s.undoNode(key, p, patience, sent)
+	}
+}
+
+// markWaiting writes key's exclusive waiter's record with patience as its
+// TTL: it resets the record's data, which makes its mtime the server's
+// time of the write, or creates it when there is none. exists says which
+// to try first (what the attempt's listing showed).
+func (s *Store) markWaiting(ctx context.Context, key string, patience time.Duration, exists bool) error {
+	dir := s.dir(key)
+	p := dir + "/" + waiterName
 	data := encodeTTL(patience)
 	set := func() error {
 		_, err := call(ctx, func() (*zk.Stat, error) { return s.conn.Set(p, data, -1) })
@@ -484,19 +491,18 @@ func (s *Store) markWaiting(ctx context.Context, k nodeKey, patience time.Durati
 		_, err := call(ctx, func() (string, error) { return s.conn.Create(p, data, zk.FlagEphemeral, s.acl) })
 		return err
 	}
-	_, known := s.lookupK(k)
 	var err error
 	for try := 0; try < 4; try++ {
-		if known {
+		if exists {
 			if err = set(); errors.Is(err, zk.ErrNoNode) {
-				known = false // expired and deleted, or gone with a session
+				exists = false // expired and deleted, taken, or gone with a session
 				continue
 			}
 		} else {
 			err = create()
 			switch {
 			case errors.Is(err, zk.ErrNodeExists):
-				known = true
+				exists = true // made meanwhile by another waiter
 				continue
 			case errors.Is(err, zk.ErrNoNode):
 				if err = s.makeDir(ctx, dir); err == nil {
@@ -505,9 +511,6 @@ func (s *Store) markWaiting(ctx context.Context, k nodeKey, patience time.Durati
 			}
 		}
 		break
-	}
-	if err == nil {
-		s.rememberK(k, node{path: p})
 	}
 	return err
 }

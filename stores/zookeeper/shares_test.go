@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -315,8 +316,10 @@ func TestShareFences(t *testing.T) {
 	next("exclusive again", mustAcquire(t, b, key, "x2", ttl, true))
 }
 
-// TestShareUndo: Undo of a token deletes its share and its waiter's
-// record, and no other token's node.
+// TestShareUndo: Undo of a token deletes its share, and no other token's
+// node. The key's exclusive waiter's record is no token's: Undo of the
+// token that wrote it leaves it (it dies after its patience), and a
+// waiter's attempt with another token that takes the key deletes it.
 func TestShareUndo(t *testing.T) {
 	leakCheck(t)
 	conn := dial(t, "", 0)
@@ -328,21 +331,34 @@ func TestShareUndo(t *testing.T) {
 	if ok, _, err := s.TryAcquireWaiting(ctx(t), "k", "w", ttl, ttl, false); ok || err != nil {
 		t.Fatalf("TryAcquireWaiting: %v, %v", ok, err)
 	}
-	if got := children(t, conn, r+"/k"); len(got) != 3 {
-		t.Fatalf("children %q; want two shares and a waiter's record", got)
+	if got := children(t, conn, r+"/k"); len(got) != 3 || !slices.Contains(got, "w") {
+		t.Fatalf("children %q; want two shares and the waiter's record \"w\"", got)
 	}
 	s.Undo(ctx(t), "k", "a", ttl, time.Now())
 	s.Undo(ctx(t), "k", "w", ttl, time.Now())
-	eventually(t, 10*time.Second, "Undo left the nodes of its tokens", func() bool {
-		return len(children(t, conn, r+"/k")) == 1
+	eventually(t, 10*time.Second, "Undo left the share of its token", func() bool {
+		return len(children(t, conn, r+"/k")) == 2
 	})
-	if ok, _ := share(t, s, "k", "c", ttl, sharedHold); !ok {
-		t.Error("a share was refused after the waiter's record was undone")
+	if got := children(t, conn, r+"/k"); !slices.Contains(got, "w") {
+		t.Fatalf("children %q after Undo; want the key's waiter's record left", got)
+	}
+	if ok, _ := share(t, s, "k", "c", ttl, sharedHold); ok {
+		t.Error("a share beside a shared holder was taken while an exclusive waiter's record was live")
 	}
 	if ok, _, err := s.ExtendShare(ctx(t), "k", "a", ttl, false); ok || err != nil {
 		t.Errorf("ExtendShare of an undone share: %v, %v; want false", ok, err)
 	}
 	mustReleaseShare(t, s, "k", "b")
+	if ok, _, err := s.TryAcquireWaiting(ctx(t), "k", "x", ttl, ttl, false); !ok || err != nil {
+		t.Fatalf("TryAcquireWaiting with another token once the shares were gone: %v, %v; want true", ok, err)
+	}
+	if got := children(t, conn, r+"/k"); len(got) != 1 || got[0] == "w" {
+		t.Fatalf("children %q after a waiter took the key; want its lock only", got)
+	}
+	if ok, err := s.Release(ctx(t), "k", "x"); !ok || err != nil {
+		t.Fatalf("Release: %v, %v", ok, err)
+	}
+	mustShare(t, s, "k", "c", ttl, sharedHold)
 	mustReleaseShare(t, s, "k", "c")
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,14 +111,13 @@ const retryInterval = 250 * time.Millisecond
 // nodeKey names a lock: a key, a token, and the kind of node.
 type nodeKey struct {
 	key, token string
-	kind       byte // lockNode, shareNode or waiterNode
+	kind       byte // lockNode or shareNode
 }
 
 // The kinds of node the store remembers.
 const (
-	lockNode   = 0   // an exclusive lock, or a place in the fair queue
-	shareNode  = 's' // a share: a shared hold or a permit (shares.go)
-	waiterNode = 'w' // an exclusive waiter's record (TryAcquireWaiting)
+	lockNode  = 0   // an exclusive lock, or a place in the fair queue
+	shareNode = 's' // a share: a shared hold or a permit (shares.go)
 )
 
 // lockKey is the nodeKey of key's exclusive lock for token.
@@ -244,13 +244,19 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	return ok, fence, err
 }
 
-// tryAcquire is TryAcquire; byShare reports an attempt that failed because
-// a live share (shares.go) was ahead of its node.
-func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (ok bool, fence int64, byShare bool, err error) {
+// seen is what an attempt of tryAcquire saw besides its outcome, for
+// TryAcquireWaiting.
+type seen struct {
+	byShare  bool // it failed because a live share (shares.go) was ahead of its node
+	noRecord bool // the listing that decided it showed no exclusive waiter's record
+}
+
+// tryAcquire is TryAcquire, and tells what the attempt saw.
+func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (ok bool, fence int64, saw seen, err error) {
 	if n, ok := s.lookup(key, token); ok && n.held {
 		ok, fence, err := s.renew(ctx, lockKey(key, token), n, ttl, fenced)
 		if err != nil || ok {
-			return ok, fence, false, wrap("acquire", key, err)
+			return ok, fence, seen{}, wrap("acquire", key, err)
 		}
 		// The lock was lost meanwhile: a fresh attempt.
 	}
@@ -262,7 +268,7 @@ func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		if mayHaveApplied(err) {
 			s.undoToken(key, token, ttl, sent)
 		}
-		return false, 0, false, wrap("acquire", key, err)
+		return false, 0, seen{}, wrap("acquire", key, err)
 	}
 	v, err := s.settle(ctx, dir, p, token, 0, nil)
 	if err == nil && v.own != nil {
@@ -271,30 +277,31 @@ func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	switch {
 	case err != nil:
 		s.undoToken(key, token, ttl, sent)
-		return false, 0, false, wrap("acquire", key, err)
+		return false, 0, seen{}, wrap("acquire", key, err)
 	case v.state == lowest:
 		s.remember(key, token, node{path: p, session: v.own.EphemeralOwner, version: v.own.Version, mtime: v.own.Mtime, ttl: ttlMillis(ttl), held: true})
+		saw := seen{noRecord: v.noRecord}
 		if !fenced {
-			return true, 0, false, nil
+			return true, 0, saw, nil
 		}
-		return true, v.fence, false, nil
+		return true, v.fence, saw, nil
 	case v.state == vanished:
 		if s.conn.SessionID() != session {
-			return false, 0, false, wrap("acquire", key, errGone)
+			return false, 0, seen{}, wrap("acquire", key, errGone)
 		}
 		// A contender found the new node dead (a TTL shorter than the
 		// attempt's round trips) and deleted it: it holds the key now.
-		return false, 0, false, nil
+		return false, 0, seen{}, nil
 	case v.state == twin:
 		// A node of this token was there already (a re-sent attempt whose
 		// store forgot it): keep the older one, reset its TTL.
 		s.drop(ctx, key, p, ttl, sent)
 		ok, fence, err := s.adopt(ctx, key, token, v.twin, ttl, fenced)
-		return ok, fence, false, wrap("acquire", key, err)
+		return ok, fence, seen{}, wrap("acquire", key, err)
 	default: // ahead: busy
 		s.drop(ctx, key, p, ttl, sent)
 		_, isShare := parseShare(v.block)
-		return false, 0, isShare, nil
+		return false, 0, seen{byShare: isShare, noRecord: v.noRecord}, nil
 	}
 }
 
@@ -386,6 +393,10 @@ type verdict struct {
 	own   *zk.Stat // the node's stat, when settle read it
 	twin  string   // twin: the older node's path
 	block string   // ahead: the name of the live node ahead
+
+	// ahead, lowest: the listing that showed it had no exclusive waiter's
+	// record (waiterName) among its names.
+	noRecord bool
 }
 
 // settle clears the dead nodes ahead of the node at p (of token, under
@@ -444,8 +455,9 @@ func (s *Store) settle(ctx context.Context, dir, p, token string, now int64, fir
 		if j := findToken(children[:i], etoken); j >= 0 {
 			return verdict{state: twin, twin: dir + "/" + children[j].name}, nil
 		}
+		noRecord := !slices.Contains(names, waiterName)
 		if i == 0 {
-			v.state, v.fence = lowest, pst.Pzxid
+			v.state, v.fence, v.noRecord = lowest, pst.Pzxid, noRecord
 			return v, nil
 		}
 		for _, c := range children[:i] {
@@ -457,12 +469,12 @@ func (s *Store) settle(ctx context.Context, dir, p, token string, now int64, fir
 			case err != nil:
 				return v, err
 			case !expired(got.stat.Mtime, got.data, now):
-				return verdict{state: ahead, own: v.own, block: c.name}, nil
+				return verdict{state: ahead, own: v.own, block: c.name, noRecord: noRecord}, nil
 			}
 			err = s.delete(ctx, cp, got.stat.Version)
 			switch {
 			case errors.Is(err, zk.ErrBadVersion):
-				return verdict{state: ahead, own: v.own, block: c.name}, nil // extended meanwhile
+				return verdict{state: ahead, own: v.own, block: c.name, noRecord: noRecord}, nil // extended meanwhile
 			case err != nil && !errors.Is(err, zk.ErrNoNode):
 				return v, err
 			}

@@ -27,9 +27,8 @@ import (
 //
 // A clean-up deletes either every node of a token under the key's parent
 // node, found by the token in their names (Curator's protected mode; a
-// share's or a waiter's record's name holds its token too): the
-// token of a failed call, which is never used again, or one that
-// core.Undoer's Undo is given; or one node whose path it knows: the node of
+// share's name holds its token too): the token of a failed call, which is
+// never used again, or one that core.Undoer's Undo is given; or one node whose path it knows: the node of
 // an attempt that did not take the key, whose token may still hold another
 // node (a twin) or be sent again. An undo.Attempt's Key is the lock's key
 // and its Token the target: byToken or byNode, then the token or the path.
@@ -53,18 +52,17 @@ type undoCall struct {
 }
 
 // Undo deletes the nodes of token under key (core.Undoer): the lock token
-// holds, its place in key's queue, its share, its exclusive waiter's
-// record, or what a failed call of token may have created or renewed. A
-// node of another token is never touched. It deletes
-// them at once within ctx if ctx has time left, then again in the
-// background until it deleted one, or the server has answered for ttl since
-// its first answer (a late call has run by then; a node it wrote later
-// still dies by its TTL), or the store is closed. It never holds the caller
-// past ctx.
+// holds, its place in key's queue, its share, or what a failed call of
+// token may have created or renewed. A node of another token is never
+// touched, nor the key's exclusive waiter's record, which is no token's (it
+// dies after its patience). It deletes them at once within ctx if ctx has
+// time left, then again in the background until it deleted one, or the
+// server has answered for ttl since its first answer (a late call has run
+// by then; a node it wrote later still dies by its TTL), or the store is
+// closed. It never holds the caller past ctx.
 func (s *Store) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	s.forget(key, token)
 	s.forgetK(shareKey(key, token))
-	s.forgetK(waiterKey(key, token))
 	target := string(byToken) + token
 	s.undos.Undo(ctx, key, target, ttl, sent, func(ctx context.Context) undo.Outcome {
 		return s.undoOnce(ctx, key, target)
@@ -165,12 +163,10 @@ func (s *Store) remove(key, target string) undo.Outcome {
 }
 
 // ownedBy reports whether the child name of a key's parent node is a node
-// of the escaped token etoken: its lock or place in the queue, its share,
-// or its exclusive waiter's record.
+// of the escaped token etoken: its lock or place in the queue, or its
+// share. The key's exclusive waiter's record is no token's: it dies after
+// its patience, or when a waiter takes the key.
 func ownedBy(name, etoken string) bool {
-	if name == waiterPrefix+etoken {
-		return true
-	}
 	c, ok := parseChild(name)
 	if !ok {
 		return false
