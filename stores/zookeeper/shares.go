@@ -26,7 +26,10 @@ import (
 // share ahead of an exclusive contender keeps it out, as a live lock
 // would; a dead one is deleted by the next contender, as a dead lock is.
 
-var _ core.Sharer = (*Store)(nil)
+var (
+	_ core.Sharer      = (*Store)(nil)
+	_ core.ShareUndoer = (*Store)(nil)
+)
 
 // shareKey is the nodeKey of token's share of key.
 func shareKey(key, token string) nodeKey { return nodeKey{key: key, token: token, kind: shareNode} }

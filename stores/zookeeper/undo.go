@@ -208,3 +208,10 @@ func isReply(err error) bool {
 	}
 	return false
 }
+
+// UndoShare removes token's share of key in the background, as Undo does
+// (Undo removes a share as well as a lock): the Locker calls it when a
+// share's release failed (core.ShareUndoer).
+func (s *Store) UndoShare(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	s.Undo(ctx, key, token, ttl, sent)
+}
