@@ -221,7 +221,7 @@ func (l *Locker) acquirePanicked(ctx context.Context, req *AcquireCall) {
 func (l *Locker) observeStart(ctx context.Context, req *AcquireCall) {
 	for _, o := range l.cfg.observers {
 		if so, ok := o.(StartObserver); ok {
-			so.ObserveStart(ctx, StartEvent{Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL, Start: req.Start, Mode: req.Mode})
+			so.ObserveStart(ctx, StartEvent{Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL, Start: req.Start, Mode: req.Mode, Permits: req.Permits})
 		}
 	}
 }
@@ -569,11 +569,17 @@ func (l *Locker) storageErr(op, name string, err error) error {
 }
 
 // releaseShare removes the share of lease in the store. A share whose
-// release failed expires at its TTL: the Undoer's background removal is
-// for exclusive holds.
+// release failed is removed in the background by a ShareUndoer, and
+// otherwise expires at its TTL.
 func (l *Locker) releaseShare(ctx context.Context, lease *Lease) error {
+	sent := time.Now()
 	ok, err := l.sharer.ReleaseShare(ctx, lease.key, lease.token)
 	if err != nil {
+		// As for a lock: the release may not have reached the store, and
+		// a ShareUndoer retries it in the background.
+		if u, ok := l.store.(ShareUndoer); ok {
+			u.UndoShare(ctx, lease.key, lease.token, lease.TTL(), sent)
+		}
 		return l.storageErr("release", lease.name, err)
 	}
 	if !ok {

@@ -29,6 +29,7 @@ var (
 var (
 	_ lockstore.Sharer        = (*Store)(nil)
 	_ lockstore.MultiAcquirer = (*Store)(nil)
+	_ lockstore.ShareUndoer   = (*Store)(nil)
 )
 
 // checkTTL refuses a duration the scripts cannot set (PX takes whole ms,
