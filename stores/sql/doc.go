@@ -169,9 +169,10 @@
 // attempt's token holds it, at once and then in the background until the
 // database has answered for the attempt's TTL (Close ends these
 // clean-ups). So with a share whose COMMIT was sent without an answer: it
-// is released in the background (ReleaseShare); the keys of a failed
-// TryAcquireAll are undone by the Locker. A transaction that fails before
-// its COMMIT is sent has changed nothing.
+// is released in the background (UndoShare, core.ShareUndoer, which the
+// Locker also calls for a share whose release failed); the keys of a
+// failed TryAcquireAll are undone by the Locker. A transaction that fails
+// before its COMMIT is sent has changed nothing.
 //
 // A lock is as durable as the database's commits: it survives a restart of
 // the database, and a failover to a synchronous replica. After a failover to

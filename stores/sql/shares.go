@@ -289,7 +289,7 @@ func (s *Store) TryAcquireShare(ctx context.Context, key, token string, ttl time
 	})
 	if err != nil {
 		if unknown && !s.noUndo {
-			s.undoShare(ctx, key, token, ttl, sent)
+			s.UndoShare(ctx, key, token, ttl, sent)
 		}
 		return false, 0, 0, s.fail(ctx, "acquire share of "+strconv.Quote(key), err)
 	}
@@ -571,10 +571,15 @@ func (s *Store) shareNames(ctx context.Context, olderThan time.Duration) ([]stri
 	return names, rows.Err()
 }
 
-// undoShare releases the share that a failed attempt (token on key, with
-// ttl, sent at sent) may have taken: at once within ctx, then in the
-// background, like Undo.
-func (s *Store) undoShare(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+// UndoShare releases token's share of key in the background
+// (core.ShareUndoer), as Undo frees a lock: ReleaseShare's transaction at
+// once within ctx if ctx has time left, then again every 250 ms until it
+// released the share, or the database has answered for ttl since sent, or
+// the store is closed. It never holds the caller past ctx, and never
+// removes another token's share. The store runs it for a share attempt
+// whose COMMIT may have been applied without an answer; the Locker, for a
+// share whose release failed.
+func (s *Store) UndoShare(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	s.shareUndos.Undo(ctx, key, token, ttl, sent, func(ctx context.Context) undo.Outcome {
 		return undoOutcome(s.releaseShare(ctx, key, token))
 	})

@@ -823,3 +823,26 @@ func TestPurgeShares(t *testing.T) {
 		}
 	})
 }
+
+// TestUndoShare: UndoShare releases the share of its token (at once, the
+// database answering) and never another token's; an UndoShare of a token
+// without a share keeps nothing else from working.
+func TestUndoShare(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		s := newStore(t, b.open(t, b.addr(), ""))
+		k, a, c := key(t), token(), token()
+		mustShare(t, s, k, a, permits(2))
+		mustShare(t, s, k, c, permits(2))
+		s.UndoShare(call(t), k, token(), time.Minute, time.Now())
+		s.UndoShare(call(t), k, a, time.Minute, time.Now())
+		if ok, _, _ := s.ExtendShare(call(t), k, a, time.Minute, false); ok {
+			t.Fatal("the share is live after its UndoShare")
+		}
+		if ok, _, _ := s.ExtendShare(call(t), k, c, time.Minute, false); !ok {
+			t.Fatal("UndoShare of one token removed another's share")
+		}
+		if slot := mustShare(t, s, k, token(), permits(2)); slot != 0 {
+			t.Fatalf("a permit after the UndoShare got slot %d; want the freed slot 0", slot)
+		}
+	})
+}

@@ -53,6 +53,7 @@ var (
 	_ core.Undoer        = (*Store)(nil)
 	_ core.Sharer        = (*Store)(nil)
 	_ core.MultiAcquirer = (*Store)(nil)
+	_ core.ShareUndoer   = (*Store)(nil)
 )
 
 // New returns a Store that keeps its locks in tables of the database db,
