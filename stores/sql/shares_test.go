@@ -846,3 +846,26 @@ func TestUndoShare(t *testing.T) {
 		}
 	})
 }
+
+// TestLongTableName: a table name of the longest length WithTable accepts
+// leaves room for the share table's name (and, on PostgreSQL, the
+// sequence's and the constraints'), and every call works on it.
+func TestLongTableName(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		name := "t_long_" + strings.ToLower(token())[:8]
+		name += strings.Repeat("x", 57-len(name))
+		t.Cleanup(func() { dropTable(t, b, name) })
+		s := newStore(t, b.open(t, b.addr(), ""), sqlstore.WithTable(name))
+		ctx := call(t)
+		if err := s.CreateTable(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+		k := key(t)
+		if ok, _, fence := share(t, s, k, token(), time.Minute, permits(2), true); !ok || fence <= 0 {
+			t.Fatalf("a permit on a table named with 57 bytes: %v, fence %d", ok, fence)
+		}
+	})
+}
