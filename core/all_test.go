@@ -260,4 +260,3 @@ func TestAcquireAllOnARing(t *testing.T) {
 		_ = all.Release(ctx)
 	}
 }
-
