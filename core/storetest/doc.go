@@ -24,7 +24,9 @@
 //		Up:            func(t *testing.T) { proxy.Restore() },
 //	})
 //
-// Each property is one subtest, so that a failure names what is broken:
+// Each property is one subtest (the properties of a core.Sharer are grouped
+// under Holds: -run 'TestConformance/Holds'), so that a failure names what
+// is broken:
 //
 //   - MutualExclusion: Lockers on three clients never hold one name at once;
 //   - TTLFreesUnreleasedLock: a lock that is not released stays held until
@@ -59,7 +61,51 @@
 //     QueuerPollReportsAGrant, Poll reports a grant a release made (its
 //     message may be lost); QueuerPollGrantsAFreeKey, Poll grants a free key
 //     to the first live waiter, listed or not; QueuerPollRequeuesALostWaiter,
-//     Poll queues a waiter that lost its place again at the tail.
+//     Poll queues a waiter that lost its place again at the tail;
+//   - AcquireAllIsAllOrNone, for a core.MultiAcquirer (skipped for other
+//     stores, and for one that answers core.ErrNotAtomic for every set of
+//     keys tried): TryAcquireAll of keys one of which another token holds
+//     reports false and sets none of them; of free keys, it sets them all,
+//     each released by Release, with a fence per key above its last one.
+//
+// The properties of a core.Sharer (shared holds and permits: Curator's
+// InterProcessReadWriteLock and InterProcessSemaphoreV2, Redisson's
+// RReadWriteLock) are the subtests of the group Holds, each skipped for
+// other stores:
+//
+//   - SharesCoexistAndExcludeExclusive: shared holders on several clients
+//     hold a key at once; while they (or permit holders) do, TryAcquire and
+//     TryAcquireWaiting fail, and while an exclusive holder holds it,
+//     TryAcquireShare fails;
+//   - HoldsNeverOverlapExclusive: goroutines on three clients mixing
+//     exclusive and shared (then permits(2)) attempts on one key: an
+//     in-process checker sees no exclusive hold overlap another hold, never
+//     more than n permit holders, and no two in one slot;
+//   - PermitsBoundHoldersAndSlots: permits(n) admits n holders, in slots
+//     0..n-1, the lowest free one each time; the next is refused and takes
+//     nothing; an attempt sent again with a holder's token keeps its slot;
+//   - SharesExpireOnTheirOwn: a short share frees its slot at its own TTL
+//     while a long one stays live, a key whose shares all ran out is free
+//     for an exclusive holder, and an attempt sent again with a holder's
+//     token resets its share's TTL;
+//   - ModeMismatchIsError: shared beside permits, permits(m) beside
+//     permits(n) and permits beside shared are errors wrapping
+//     core.ErrModeMismatch that take nothing;
+//   - WaitingExclusiveBlocksNewShares: writers do not starve: once
+//     TryAcquireWaiting failed on a shared key, new shares fail, also once
+//     the shares are released, until the waiter takes the key; its success
+//     clears the record;
+//   - ExpiredWaitingRecordFreesShares: the record of a waiter that gave up
+//     blocks shares for its patience only;
+//   - ShareCallsActOnlyForTheirToken: ReleaseShare and ExtendShare by a
+//     token without a share, and Release and Extend with a share's token,
+//     report false and change nothing (the shares neither go nor outlive
+//     their TTL); ReleaseShare is idempotent;
+//   - ShareFencesShareTheCounter: fenced shares draw fences from the
+//     counter of exclusive holds, so that interleaved holds of any mode
+//     draw strictly increasing fences;
+//   - BadHoldIsInvalidOption: a Hold with N < 0 or N > core.MaxPermits is an
+//     error wrapping core.ErrInvalidOption that sets nothing.
 //
 // The suite takes a few seconds with a store that counts milliseconds
 // (most of it waiting for TTLs to run out), and longer with a coarser

@@ -18,11 +18,29 @@ type Report struct {
 
 // PropertyNames returns the names of the suite's subtests, in order.
 func PropertyNames() []string {
-	names := make([]string, len(properties))
-	for i, p := range properties {
-		names[i] = p.name
+	var names []string
+	for _, p := range properties {
+		names = append(names, p.name)
+	}
+	for _, p := range holdProperties {
+		names = append(names, holdsGroup+"/"+p.name)
 	}
 	return names
+}
+
+// lookup returns the property called name, as PropertyNames names it.
+func lookup(name string) (property, bool) {
+	for _, p := range properties {
+		if p.name == name {
+			return p, true
+		}
+	}
+	for _, p := range holdProperties {
+		if holdsGroup+"/"+p.name == name {
+			return p, true
+		}
+	}
+	return property{}, false
 }
 
 // Check runs the property called name as RunWith would, but with a recorder
@@ -34,10 +52,7 @@ func Check(t *testing.T, name string, newStore func(t *testing.T) core.Store, op
 	if err := opts.check(); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range properties {
-		if p.name != name {
-			continue
-		}
+	if p, ok := lookup(name); ok {
 		r := &recorder{}
 		done := make(chan struct{})
 		go func() {

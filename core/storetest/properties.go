@@ -12,7 +12,8 @@ import (
 	"github.com/reqlock/reqlock/core"
 )
 
-// properties is the suite, in the order Run runs it: one subtest each.
+// properties is the suite, in the order Run runs it: one subtest each,
+// followed by the group of holdProperties.
 var properties = []property{
 	{"MutualExclusion", mutualExclusion},
 	{"TTLFreesUnreleasedLock", ttlFreesUnreleasedLock},
@@ -43,6 +44,7 @@ var properties = []property{
 	{"QueuerPollReportsAGrant", queuerPollReportsAGrant},
 	{"QueuerPollGrantsAFreeKey", queuerPollGrantsAFreeKey},
 	{"QueuerPollRequeuesALostWaiter", queuerPollRequeuesALostWaiter},
+	{"AcquireAllIsAllOrNone", acquireAllIsAllOrNone},
 }
 
 // overlap detects broken mutual exclusion directly: each holder calls enter

@@ -61,11 +61,19 @@ func RunWith(t *testing.T, newStore func(t *testing.T) core.Store, opts Options)
 	if err := opts.check(); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range properties {
+	run := func(t *testing.T, p property) {
 		t.Run(p.name, func(t *testing.T) {
 			p.check(newSuite(t, p.name, func() core.Store { return newStore(t) }, opts, t))
 		})
 	}
+	for _, p := range properties {
+		run(t, p)
+	}
+	t.Run(holdsGroup, func(t *testing.T) {
+		for _, p := range holdProperties {
+			run(t, p)
+		}
+	})
 }
 
 // check reports what is wrong with o.

@@ -6,17 +6,22 @@
 -- and across its loss (FLUSHALL, a restart without persistence, its expiry
 -- when the name is idle) as long as the server's clock does not go back.
 -- Calling TIME before writing needs Redis 5.0 or later (scripts replicated
--- by their effects).
-local function draw(keep)
+-- by their effects). draw_at does the same with the counter of its
+-- argument (acquire_all.lua draws one fence per key).
+local function draw_at(counter, keep)
   local t = redis.call("TIME")
   local now = t[1] .. string.format("%06d", tonumber(t[2]))
-  local last = redis.call("GET", KEYS[2])
+  local last = redis.call("GET", counter)
   if last and tonumber(last) >= tonumber(now) then
-    local fence = redis.call("INCR", KEYS[2])
-    redis.call("PEXPIRE", KEYS[2], keep)
+    local fence = redis.call("INCR", counter)
+    redis.call("PEXPIRE", counter, keep)
     return fence
   end
-  redis.call("SET", KEYS[2], now, "PX", keep)
+  redis.call("SET", counter, now, "PX", keep)
   return tonumber(now)
+end
+
+local function draw(keep)
+  return draw_at(KEYS[2], keep)
 end
 

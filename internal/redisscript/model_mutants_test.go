@@ -179,3 +179,123 @@ func TestModelCatchesMutants(t *testing.T) {
 		})
 	})
 }
+
+// TestShareModel drives the scripts of shares, permits, the waiting writer,
+// the exclusive lock beside them and acquire_all.lua with seeded random
+// schedules of simulated clients (readers, permit holders, some asking for
+// another n, writers, holders of two names at once; arrivals, retries,
+// re-sent attempts, extends, releases, give-ups, crashes, stale releases
+// and time passing, with TTLs and patience of tens of ms), and checks
+// after every step that Redis agrees with the model and that the modes'
+// invariants hold: no exclusive holder beside another holder, at most n
+// permits in distinct slots, fences increasing whatever the mode. A
+// failure prints its seed and the last steps (-model.seed reruns one).
+func TestShareModel(t *testing.T) {
+	c := newClient(t)
+	requireRedis7(t, c)
+	steps := 250
+	if *stepsFlag > 0 {
+		steps = *stepsFlag
+	}
+	seeds := []uint64{1, 2, 3, 4, rand.Uint64()}
+	if *seedFlag != 0 {
+		seeds = []uint64{*seedFlag}
+	}
+	concurrently(len(seeds), func(i int) {
+		seed := seeds[i]
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			cfg := config{seed: seed, steps: steps, waiters: 7}
+			start := time.Now()
+			stats, err := shareModelRun(context.Background(), c, t.Name(), cfg, realShareScripts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d steps in %v: %v", steps, time.Since(start).Round(time.Millisecond), stats)
+		})
+	})
+}
+
+// shareMutants are deliberate bugs in the scripts of shares and of
+// acquire_all.lua (libraries included), each of which TestShareModel must
+// catch on a check.
+var shareMutants = []struct {
+	name string
+	reps []replacement
+}{
+	{"a share is taken while a writer waits", []replacement{
+		{`if redis.call("EXISTS", KEYS[5]) == 1 then`, `if false then`}}},
+	{"one permit too many", []replacement{
+		{`if held and redis.call("ZCARD", KEYS[3]) >= n then`, `if held and redis.call("ZCARD", KEYS[3]) > n then`}}},
+	{"slots collide", []replacement{
+		{`used[tonumber(s)] = true`, `used[tonumber(s) + 1] = true`}}},
+	{"the last share out leaves the marker", []replacement{
+		{`if not settle(n) and ARGV[3] == "1" then`, `if redis.call("ZCARD", KEYS[3]) == 0 and ARGV[3] == "1" then`}}},
+	{"expired shares are not pruned", []replacement{
+		{`if #gone > 0 then`, `if false then`}}},
+	{"another mode is let in", []replacement{
+		{`if held and held ~= n then`, `if false then`}}},
+	{"a share is taken beside an exclusive holder", []replacement{
+		{`if v and not held then`, `if false then`}}},
+	{"an extend draws no fence", []replacement{
+		{`local fence = draw(last - now + tonumber(ARGV[4]))`, `local fence = tonumber(redis.call("GET", KEYS[2]) or "0")`}}},
+	{"a writer is recorded behind an exclusive holder", []replacement{
+		{"if mode_of(v) then\n  redis.call(\"SET\", KEYS[5]", "if v then\n  redis.call(\"SET\", KEYS[5]"}}},
+	{"a writer that takes the name keeps its record", []replacement{
+		{`redis.call("DEL", KEYS[5], KEYS[3], KEYS[4])`, `redis.call("DEL", KEYS[3], KEYS[4])`}}},
+	{"the marker expires with the earliest share", []replacement{
+		{`redis.call("ZRANGE", KEYS[3], -1, -1, "WITHSCORES")[2]`, `redis.call("ZRANGE", KEYS[3], 0, 0, "WITHSCORES")[2]`}}},
+	{"acquire_all checks its first key only", []replacement{
+		{"for i = 1, m do\n  local v", "for i = 1, 1 do\n  local v"}}},
+	{"a re-sent acquire_all draws new fences", []replacement{
+		{`local c = mine[i] and redis.call("GET", counter)`, `local c = false`}}},
+	{"a release of a share not held answers 1", []replacement{
+		{"if had == 0 then\n  return 0\nend", ""}}},
+	{"the last share out publishes nothing", []replacement{
+		{"if not settle(n) and ARGV[3] == \"1\" then\n  redis.call(\"PUBLISH\", ARGV[2], \"\")", "if not settle(n) and ARGV[3] == \"1\" then\n  redis.call(\"ECHO\", ARGV[2])"}}},
+	{"a share lives twice its TTL", []replacement{
+		{`redis.call("ZADD", KEYS[3], now + ttl, token)`, `redis.call("ZADD", KEYS[3], now + 2 * ttl, token)`}}},
+	{"a re-sent share is taken anew", []replacement{
+		{"local slot, fence = share(token)\nif slot then", "local slot, fence = share(token)\nif false then"}}},
+	{"a share's fence is printed as a Lua number", []replacement{
+		{`string.format("%d %d", slot, fence)`, `slot .. " " .. fence`}}},
+}
+
+// TestShareModelCatchesMutants shows that TestShareModel catches bugs in
+// the new scripts: each mutant must fail one of its checks within a few
+// seeds.
+func TestShareModelCatchesMutants(t *testing.T) {
+	c := newClient(t)
+	requireRedis7(t, c)
+	concurrently(len(shareMutants), func(i int) {
+		mu := shareMutants[i]
+		t.Run(mu.name, func(t *testing.T) {
+			s := realShareScripts
+			for _, r := range mu.reps {
+				n := 0
+				for _, text := range s.texts() {
+					n += strings.Count(*text, r.old)
+					*text = strings.ReplaceAll(*text, r.old, r.new)
+				}
+				if n == 0 {
+					t.Fatalf("%q is in none of the scripts", r.old)
+				}
+			}
+			cfg := config{steps: 400, waiters: 7}
+			start := time.Now()
+			for seed := uint64(1); seed <= 5; seed++ {
+				cfg.seed = seed
+				_, err := shareModelRun(context.Background(), c, t.Name()+fmt.Sprint(seed), cfg, s)
+				if err == nil {
+					continue
+				}
+				f := asFailure(err)
+				if f == nil || f.check == checkCall {
+					t.Fatalf("the mutant failed, but not on a check: %v", err)
+				}
+				t.Logf("caught by %q at seed %d, step %d, in %v: %s", f.check, f.seed, f.step, time.Since(start).Round(time.Millisecond), f.msg)
+				return
+			}
+			t.Errorf("the share model passed the mutant in 5 seeds of %d steps", cfg.steps)
+		})
+	})
+}

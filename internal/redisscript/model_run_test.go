@@ -124,6 +124,7 @@ type action struct {
 
 // failure is a check that failed, with what reproduces it.
 type failure struct {
+	test  string // the test that reruns it; TestModel when empty
 	seed  uint64
 	step  int
 	check string
@@ -132,8 +133,12 @@ type failure struct {
 }
 
 func (f *failure) Error() string {
-	return fmt.Sprintf("seed %d, step %d: %s: %s\n(rerun: go test ./internal/redisscript -run 'TestModel$' -model.seed=%d)\nlast steps:\n%s",
-		f.seed, f.step, f.check, f.msg, f.seed, strings.Join(f.trace, "\n"))
+	test := f.test
+	if test == "" {
+		test = "TestModel"
+	}
+	return fmt.Sprintf("seed %d, step %d: %s: %s\n(rerun: go test ./internal/redisscript -run '%s$' -model.seed=%d)\nlast steps:\n%s",
+		f.seed, f.step, f.check, f.msg, test, f.seed, strings.Join(f.trace, "\n"))
 }
 
 // Checks, as failures name them.

@@ -38,6 +38,19 @@ var (
 	dequeue string
 	//go:embed poll.lua
 	poll string
+
+	//go:embed share.lua
+	shareLib string
+	//go:embed acquire_share.lua
+	acquireShare string
+	//go:embed release_share.lua
+	releaseShare string
+	//go:embed extend_share.lua
+	extendShare string
+	//go:embed acquire_waiting.lua
+	acquireWaiting string
+	//go:embed acquire_all.lua
+	acquireAll string
 )
 
 // The scripts, each whole (with the libraries it uses). Acquire is the
@@ -52,6 +65,15 @@ var (
 	Enqueue       = fenceLib + queueLib + enqueue
 	Dequeue       = fenceLib + queueLib + dequeue
 	Poll          = fenceLib + queueLib + poll
+
+	// The scripts of shares (shared holds and permits) and of the
+	// exclusive waiter they let in (share.lua), and of several keys at
+	// once.
+	AcquireShare   = fenceLib + shareLib + acquireShare
+	ReleaseShare   = shareLib + releaseShare
+	ExtendShare    = fenceLib + shareLib + extendShare
+	AcquireWaiting = fenceLib + shareLib + acquireWaiting
+	AcquireAll     = fenceLib + acquireAll
 )
 
 // FenceGrace is how long a fence counter outlives the lock it was last drawn
@@ -79,6 +101,104 @@ func WaitersKey(key string) string { return key + ":waiters" }
 // their order: the lock, its fence counter, queue and entries.
 func Keys(key string) []string {
 	return []string{key, FenceKey(key), QueueKey(key), WaitersKey(key)}
+}
+
+// SharesKey returns the shares of a lock key: their tokens scored by their
+// expiry (share.lua).
+func SharesKey(key string) string { return key + ":shares" }
+
+// SlotsKey returns the slots and fences of a lock key's shares
+// (share.lua).
+func SlotsKey(key string) string { return key + ":slots" }
+
+// WriterKey returns the record of a lock key's exclusive waiter, which
+// keeps new shares out (share.lua, acquire_waiting.lua).
+func WriterKey(key string) string { return key + ":writer" }
+
+// ShareKeys returns the keys of the scripts of shares, in their order: the
+// lock, its fence counter, its shares, their slots and the exclusive
+// waiter's record.
+func ShareKeys(key string) []string {
+	return []string{key, FenceKey(key), SharesKey(key), SlotsKey(key), WriterKey(key)}
+}
+
+// AllKeys returns the keys of AcquireAll for lock keys: each key followed
+// by its fence counter.
+func AllKeys(keys []string) []string {
+	all := make([]string, 0, 2*len(keys))
+	for _, k := range keys {
+		all = append(all, k, FenceKey(k))
+	}
+	return all
+}
+
+// MarkerPrefix begins the value of a lock key while shares hold it,
+// followed by their permits (0 for shared holds): "reqlock:shares:3". It is
+// never a token, which is base32 text.
+const MarkerPrefix = "reqlock:shares:"
+
+// ParseShare reads the reply of AcquireShare, {status, slot, fence}:
+// status 1 when the share is taken, 0 when it is not, -1 when live shares
+// are held with another number of permits (mismatch, slot then holds
+// theirs). Its error is for the caller to wrap.
+func ParseShare(r []int64) (ok bool, slot int, fence int64, mismatch bool, theirs int, err error) {
+	if len(r) != 3 || r[0] < -1 || r[0] > 1 || r[1] < 0 {
+		return false, 0, 0, false, 0, fmt.Errorf("unexpected reply %v", r)
+	}
+	switch r[0] {
+	case 1:
+		return true, int(r[1]), r[2], false, 0, nil
+	case -1:
+		return false, 0, 0, true, int(r[1]), nil
+	}
+	return false, 0, 0, false, 0, nil
+}
+
+// ParseAll reads the reply of AcquireAll for n keys: {1, fences...} when
+// taken, {0} when not. Its error is for the caller to wrap.
+func ParseAll(r []int64, n int) (ok bool, fences []int64, err error) {
+	switch {
+	case len(r) == 1 && r[0] == 0:
+		return false, nil, nil
+	case len(r) == n+1 && r[0] == 1:
+		return true, r[1:], nil
+	}
+	return false, nil, fmt.Errorf("unexpected reply %v", r)
+}
+
+// Slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
+// hash tag (the part between the first "{" and the next "}", when not
+// empty) or of the whole key, modulo 16384 (the Redis Cluster
+// specification).
+func Slot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc % 16384)
+}
+
+// OneSlot reports whether keys all hash to one Cluster slot, so that one
+// script may take them.
+func OneSlot(keys []string) bool {
+	for _, k := range keys[min(1, len(keys)):] {
+		if Slot(k) != Slot(keys[0]) {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseGrant reads a message of Channel that grants the lock to a waiter of

@@ -49,6 +49,65 @@
 // touches a single slot. Release messages use plain pub/sub, which Redis
 // Cluster broadcasts to every node.
 //
+// # Shared holds, permits and several names at once
+//
+// Store is a lockstore.Sharer (core.Shared, core.Permits) and a
+// lockstore.MultiAcquirer (core.Locker.AcquireAll); Redlock is neither, and
+// a Locker on it refuses those modes with core.ErrInvalidOption
+// (AcquireAll then takes its names one by one). The references are
+// Redisson's RReadWriteLock and RSemaphore (or RPermitExpirableSemaphore)
+// and RedissonMultiLock; the scripts are internal/redisscript's share.lua
+// family and acquire_all.lua, each one round trip.
+//
+// While shares are live, the lock key holds a marker, "reqlock:shares:N"
+// (N the permits, 0 for shared holds), never a token, so that the
+// exclusive commands (SET NX, compare-and-delete, compare-and-extend, the
+// fair queue) see a held name and need no change; a Locker WithFair is
+// refused shares (core.Shared). The shares live beside it:
+//
+//   - key+":shares", a sorted set of the shares' tokens scored by their
+//     expiry on the server's clock (ms): each share has its own TTL and
+//     expires on its own, whatever the others do;
+//   - key+":slots", a hash from token to "slot fence": its permit slot (the
+//     lowest free one when it was taken) and the fence it drew;
+//   - key+":writer", the record of an exclusive waiter (TryAcquireWaiting,
+//     which the Locker uses for an exclusive Acquire's retries), its token
+//     for its patience: while it lives no new share is taken, so that
+//     writers do not starve; once the shares end, the name stays free for
+//     it until it takes it (which deletes the record) or the record expires.
+//
+// Every share call prunes the expired shares first (by TIME) and makes the
+// marker and the two share keys expire at one instant, the latest share's
+// expiry; the last share out deletes them (and, with core.WithNotify,
+// publishes a release notice). A share in another mode than the live ones
+// is an error wrapping lockstore.ErrModeMismatch. With fencing, a share
+// draws its fence from the name's counter, as an exclusive holder does.
+// A share attempt that fails after it may have reached Redis is undone by
+// a ReleaseShare of its token, at once and in the background (UndoShare),
+// as an exclusive attempt is by a compare-and-delete.
+//
+// This differs from Redisson's RReadWriteLock, which keeps its readers in
+// one hash whose TTL every reader's lock and renewal resets, each reader's
+// own timeout in a key beside it: its watchdog renewed the hash but not
+// the readers' timeouts (redisson issue #1604), and one client's renewal
+// could keep another client's dead reader alive (redisson pull request
+// #7098). Here each share's expiry is its own score in one sorted set,
+// renewed only by its holder (ExtendShare), pruned on the server's clock,
+// and the marker's expiry is recomputed from the scores at every call.
+// Permits are numbered slots (Lease.Slot) with their own TTL, like
+// RPermitExpirableSemaphore's permits rather than RSemaphore's counter.
+//
+// TryAcquireAll (acquire_all.lua) sets every key to the token for the TTL
+// if none is held, and draws a fence per key, in one script: all or none,
+// never some of them. Unlike RedissonMultiLock, which takes its locks one
+// after another and unlocks them on failure, no other client ever sees a
+// part of the set held. A script runs on one node: on a Cluster the keys
+// must share a hash slot (give the names one hash tag, such as
+// "order{42}:a" and "order{42}:b"); keys of several slots are refused with
+// lockstore.ErrNotAtomic before anything is sent, and the Locker takes them
+// one by one in its canonical order. On a standalone server or a
+// Sentinel-managed master (a *redis.Client) any keys go in one script.
+//
 // # Fencing
 //
 // With core.WithFencing the acquire script draws the fencing token in the

@@ -35,7 +35,7 @@ var (
 // Sentinel-managed master or a Cluster, all behind redis.UniversalClient
 // (see the package documentation). It is a lockstore.Store with every
 // capability but TTLRounder: Notifier, Queuer, FenceRaiser, Undoer,
-// FreeAcquirer, Tuner, Checker and io.Closer.
+// FreeAcquirer, Sharer, MultiAcquirer, Tuner, Checker and io.Closer.
 type Store struct {
 	client redis.UniversalClient
 	// noSetGet is set once the server rejected SET ... NX GET (servers before
@@ -52,6 +52,9 @@ type Store struct {
 	linger   time.Duration
 	closed   bool
 	undos    *undo.Queue // clean-ups of failed attempts (see Undo)
+	// shareUndos are the clean-ups of failed share attempts (see
+	// UndoShare): a ReleaseShare, not a compare-and-delete.
+	shareUndos *undo.Queue
 	// ioTimeout bounds each call of a clean-up (see TryAcquire): the I/O
 	// timeout of the Locker that configured the store, 0 for
 	// lockstore.DefaultIOTimeout.
@@ -71,10 +74,12 @@ type Store struct {
 func New(client redis.UniversalClient) *Store {
 	s := &Store{client: client, cached: make(map[*redis.Script]*atomic.Bool), linger: lockstore.DefaultNotifyLinger, dials: new(dialWatch)}
 	s.undos = newUndos(s)
+	s.shareUndos = undo.NewQueue(s.sweepShares, s.undoTimeout)
 	if c, ok := client.(*redis.Client); ok && c != nil {
 		c.AddHook(s.dials)
 	}
-	for _, sc := range []*redis.Script{acquireScript.Script, acquireFencedScript, releaseScript.Script, extendScript, extendFencedScript, fenceFloorScript, enqueueScript.Script, dequeueScript, pollScript} {
+	for _, sc := range []*redis.Script{acquireScript.Script, acquireFencedScript, releaseScript.Script, extendScript, extendFencedScript, fenceFloorScript, enqueueScript.Script, dequeueScript, pollScript,
+		acquireShareScript, releaseShareScript, extendShareScript, acquireWaitingScript, acquireAllScript} {
 		s.cached[sc] = new(atomic.Bool)
 	}
 	if c, ok := client.(interface{ ReloadState(context.Context) }); ok && client != nil && !isNilPointer(client) {
@@ -514,6 +519,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	n.close()
 	s.undos.Close()
+	s.shareUndos.Close()
 	return nil
 }
 

@@ -1,7 +1,8 @@
 // Package rueidisstore keeps reqlock's locks in Redis through the
 // github.com/redis/rueidis client: a core.Store for core.NewWithStore,
-// with push wake-ups (core.Notifier), Redlock fencing (core.FenceRaiser)
-// and the fair queue of core.WithFair (core.Queuer).
+// with push wake-ups (core.Notifier), Redlock fencing (core.FenceRaiser),
+// the fair queue of core.WithFair (core.Queuer), shared holds and permits
+// (core.Sharer) and several names at once (core.MultiAcquirer).
 //
 //	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 //	store, err := rueidisstore.New(client)
@@ -22,17 +23,46 @@
 //     (Kleppmann's fencing tokens): the larger of the name's counter + 1 and
 //     the server's clock in microseconds, so that fences keep increasing
 //     across a FLUSHALL or a restart without persistence.
+//
 //   - Release is compare-and-delete (release.lua), which then grants the
 //     lock to the first live waiter of the key's fair queue, if any, or
 //     else publishes on the key's release channel once the Store was
 //     announced (a Locker with core.WithNotify announces it).
+//
 //   - Extend is compare-and-extend (extend.lua, extend_fenced.lua).
+//
 //   - With core.WithFair, Enqueue (enqueue.lua) is the acquire of a waiter
 //     that keeps its place in line: it takes the key when it is free and
 //     nobody lives ahead of it, or else queues it (a sorted set and a hash
 //     next to the lock, in its hash slot) in the same round trip; Dequeue
 //     (dequeue.lua) takes a waiter that gives up out of line, passing on a
 //     grant that reached it.
+//
+//   - Shares (core.Shared, core.Permits: the Store is a core.Sharer)
+//     run acquire_share.lua, release_share.lua, extend_share.lua and, for
+//     an exclusive waiter that shares must let in, acquire_waiting.lua:
+//     while shares are live the lock key holds the marker
+//     "reqlock:shares:N" (never a token), key+":shares" (a sorted set of
+//     the shares' tokens scored by their expiry) and key+":slots" (token
+//     to "slot fence") hold the shares, and key+":writer" records a
+//     waiting writer, which keeps new shares out for its patience (writers
+//     do not starve). Each share has its own TTL, renewed by its holder
+//     only and pruned on the server's clock, unlike the readers of
+//     Redisson's RReadWriteLock, whose shared hash every reader's renewal
+//     kept alive while their own timeouts were left behind (redisson
+//     issue #1604); permits are numbered
+//     slots with their own TTL, like RPermitExpirableSemaphore's. The
+//     marker and the share keys expire together with the latest share.
+//
+//   - Several keys at once (core.Locker.AcquireAll: the Store is a
+//     core.MultiAcquirer) run acquire_all.lua, all or none in one step,
+//     unlike RedissonMultiLock's locks taken one after another. On a
+//     Cluster the keys must share a hash slot (one hash tag); keys of
+//     several slots are refused with core.ErrNotAtomic before anything is
+//     sent, and the Locker takes them one by one.
+//
+// The package documentation of stores/redis (redisstore) describes the
+// keys of shares and the multi-key acquire in full.
 //
 // Each is one round trip: an uncontended acquire and release take two,
 // with core.WithFair too. Scripts are sent by EVAL the first time and by
@@ -60,7 +90,8 @@
 // its token, at once and again in the background until it deletes the key
 // or Redis has answered for the attempt's TTL (internal/undo, shared with
 // the go-redis store), so that a late SET does not lock the name without a
-// holder.
+// holder; a share attempt is undone the same way by a release of its
+// share.
 //
 // Limits are those of Redis: replication is asynchronous, so that a
 // failover (Sentinel, Cluster) may promote a replica that never saw a lock,

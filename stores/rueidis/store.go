@@ -23,8 +23,9 @@ import (
 
 // Store is the core.Store on the Redis deployment behind a rueidis client:
 // a standalone server, a Sentinel-managed master or a Cluster. It
-// implements core.Notifier, core.FenceRaiser and core.Queuer (the fair
-// queue of core.WithFair). Its methods are safe for concurrent use.
+// implements core.Notifier, core.FenceRaiser, core.Queuer (the fair
+// queue of core.WithFair), core.Undoer, core.Sharer (core.Shared and
+// core.Permits) and core.MultiAcquirer (core.Locker.AcquireAll). Its methods are safe for concurrent use.
 type Store struct {
 	client    rueidis.Client
 	ioTimeout time.Duration
@@ -37,6 +38,9 @@ type Store struct {
 	announce atomic.Bool             // Announce was called: releases publish
 
 	undos *undo.Queue
+	// shareUndos are the clean-ups of failed share attempts (see
+	// UndoShare): a ReleaseShare, not a compare-and-delete.
+	shareUndos *undo.Queue
 
 	mu       sync.Mutex
 	notifier *notifier // made by the first Watch or Grants
@@ -64,6 +68,11 @@ const (
 	enqueueScript
 	dequeueScript
 	pollScript
+	acquireShareScript
+	releaseShareScript
+	extendShareScript
+	acquireWaitingScript
+	acquireAllScript
 	numScripts
 )
 
@@ -80,13 +89,25 @@ var scripts = [numScripts]struct {
 	enqueueScript:       {redisscript.Enqueue, rueidis.NewLuaScript(redisscript.Enqueue)},
 	dequeueScript:       {redisscript.Dequeue, rueidis.NewLuaScript(redisscript.Dequeue)},
 	pollScript:          {redisscript.Poll, rueidis.NewLuaScript(redisscript.Poll)},
+
+	acquireShareScript:   {redisscript.AcquireShare, rueidis.NewLuaScript(redisscript.AcquireShare)},
+	releaseShareScript:   {redisscript.ReleaseShare, rueidis.NewLuaScript(redisscript.ReleaseShare)},
+	extendShareScript:    {redisscript.ExtendShare, rueidis.NewLuaScript(redisscript.ExtendShare)},
+	acquireWaitingScript: {redisscript.AcquireWaiting, rueidis.NewLuaScript(redisscript.AcquireWaiting)},
+	acquireAllScript:     {redisscript.AcquireAll, rueidis.NewLuaScript(redisscript.AcquireAll)},
 }
 
-// releaseSHA is the SHA-1 of release.lua, for EVALSHA in a pipeline.
-var releaseSHA = func() string {
-	sum := sha1.Sum([]byte(redisscript.Release))
+// releaseSHA and releaseShareSHA are the SHA-1 of release.lua and
+// release_share.lua, for EVALSHA in a pipeline.
+var (
+	releaseSHA      = sha1Hex(redisscript.Release)
+	releaseShareSHA = sha1Hex(redisscript.ReleaseShare)
+)
+
+func sha1Hex(src string) string {
+	sum := sha1.Sum([]byte(src))
 	return hex.EncodeToString(sum[:])
-}()
+}
 
 // New returns the Store on the Redis deployment behind client. It does no
 // I/O. A nil client or an invalid option is an error, and nothing is built.
@@ -106,6 +127,7 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	}
 	s := &Store{client: client, ioTimeout: cfg.ioTimeout, linger: cfg.linger}
 	s.undos = undo.NewQueue(s.sweep, func() time.Duration { return s.ioTimeout })
+	s.shareUndos = undo.NewQueue(s.sweepShares, func() time.Duration { return s.ioTimeout })
 	return s, nil
 }
 
@@ -422,5 +444,6 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	n.close()
 	s.undos.Close()
+	s.shareUndos.Close()
 	return nil
 }

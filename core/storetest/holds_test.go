@@ -1,0 +1,199 @@
+package storetest_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/core/storetest"
+)
+
+// memStores returns a newStore for the suite: clients of one new in-memory
+// store with bug.
+func memStores(bug memBug) func(t *testing.T) core.Store {
+	d := newMemData()
+	return func(*testing.T) core.Store { return &memStore{d: d, bug: bug} }
+}
+
+// TestMemStorePassesTheSuite: the in-memory model of a Sharer and
+// MultiAcquirer passes every property, so that the broken variants below
+// fail by their bug alone.
+func TestMemStorePassesTheSuite(t *testing.T) {
+	storetest.Run(t, memStores(bugNone))
+}
+
+// memCase is a broken in-memory store, the property it must fail, and a
+// piece of the failure the suite must report.
+type memCase struct {
+	property string
+	store    string
+	bug      memBug
+	want     string
+	// tries: the bug shows only when goroutines race (an overlap); the
+	// case is run up to this many times until the suite fails it.
+	tries int
+}
+
+// memCases pairs each property of a Sharer or MultiAcquirer with broken
+// stores.
+var memCases = []memCase{
+	{
+		property: "Holds/SharesCoexistAndExcludeExclusive", store: "shares ignore an exclusive holder",
+		bug: bugSharesIgnoreExclusive, want: "by a new token reported true while an exclusive holder held it",
+	},
+	{
+		property: "Holds/SharesCoexistAndExcludeExclusive", store: "TryAcquire ignores the shares",
+		bug: bugExclusiveIgnoresShares, want: "reported true while 6 shared holders held it",
+	},
+	{
+		property: "Holds/HoldsNeverOverlapExclusive", store: "shares ignore an exclusive holder",
+		bug: bugSharesIgnoreExclusive, want: "a shared hold began while an exclusive hold was live", tries: 3,
+	},
+	{
+		property: "Holds/HoldsNeverOverlapExclusive", store: "TryAcquire ignores the shares",
+		bug: bugExclusiveIgnoresShares, want: "an exclusive hold began while", tries: 3,
+	},
+	{
+		property: "Holds/HoldsNeverOverlapExclusive", store: "permits(n) lets n+1 holders in",
+		bug: bugPermitsOneMore, want: "permit holders of 2 were live", tries: 3,
+	},
+	{
+		property: "Holds/HoldsNeverOverlapExclusive", store: "the slot is the number of live holders",
+		bug: bugSlotsCollide, want: "which a live holder had", tries: 3,
+	},
+	{
+		property: "Holds/LockersOfEveryModeExclude", store: "shares ignore an exclusive holder",
+		bug: bugSharesIgnoreExclusive, want: "a shared hold began while an exclusive hold was live", tries: 3,
+	},
+	{
+		property: "Holds/LockersOfEveryModeExclude", store: "permits(n) lets n+1 holders in",
+		bug: bugPermitsOneMore, want: "permit holders of 2 were live", tries: 3,
+	},
+	{
+		property: "Holds/PermitsBoundHoldersAndSlots", store: "permits(n) lets n+1 holders in",
+		bug: bugPermitsOneMore, want: "more than n holders at once",
+	},
+	{
+		property: "Holds/PermitsBoundHoldersAndSlots", store: "the slot is the number of live holders",
+		bug: bugSlotsCollide, want: "the lowest free slot",
+	},
+	{
+		property: "Holds/PermitsBoundHoldersAndSlots", store: "a re-sent attempt takes a new slot",
+		bug: bugResentNewSlot, want: "sent again with the token of a live holder",
+	},
+	{
+		property: "Holds/SharesExpireOnTheirOwn", store: "shares expire with the key, at the latest share's expiry",
+		bug: bugKeyExpiry, want: "each share must expire on its own TTL",
+	},
+	{
+		property: "Holds/SharesExpireOnTheirOwn", store: "a re-sent attempt keeps the share's TTL",
+		bug: bugResentKeepsTTL, want: "the re-sent attempt did not reset its TTL",
+	},
+	{
+		property: "Holds/ModeMismatchIsError", store: "no mode check",
+		bug: bugNoMismatch, want: "want an error wrapping core.ErrModeMismatch",
+	},
+	{
+		property: "Holds/WaitingExclusiveBlocksNewShares", store: "the waiting record is ignored",
+		bug: bugWaitIgnored, want: "writers would starve",
+	},
+	{
+		property: "Holds/WaitingExclusiveBlocksNewShares", store: "a waiter that takes the key leaves its record",
+		bug: bugWaitNotCleared, want: "must clear its record",
+	},
+	{
+		property: "Holds/ExpiredWaitingRecordFreesShares", store: "the waiting record never expires",
+		bug: bugWaitForever, want: "would block shares for ever",
+	},
+	{
+		property: "Holds/ExpiredWaitingRecordFreesShares", store: "the waiting record is ignored",
+		bug: bugWaitIgnored, want: "writers would starve",
+	},
+	{
+		property: "Holds/ShareCallsActOnlyForTheirToken", store: "ReleaseShare removes another token's share",
+		bug: bugReleaseShareAny, want: "freed another token's share",
+	},
+	{
+		property: "Holds/ShareCallsActOnlyForTheirToken", store: "Release with a share's token frees the shares",
+		bug: bugReleaseFreesShares, want: "with the token of a shared holder freed the share",
+	},
+	{
+		property: "Holds/ShareCallsActOnlyForTheirToken", store: "ExtendShare by a token without a share extends the others",
+		bug: bugExtendShareAny, want: "its TTL is not honoured",
+	},
+	{
+		property: "Holds/ShareFencesShareTheCounter", store: "shares draw fences from a counter of their own",
+		bug: bugShareFenceOwnCounter, want: "must strictly increase whatever the mode",
+	},
+	{
+		property: "Holds/BadHoldIsInvalidOption", store: "no range check of Hold.N",
+		bug: bugNoHoldCheck, want: "want an error wrapping core.ErrInvalidOption",
+	},
+	{
+		property: "AcquireAllIsAllOrNone", store: "TryAcquireAll sets keys until one is held",
+		bug: bugMultiPartial, want: "it must never leave some keys set and others not",
+	},
+}
+
+// TestSuiteFailsBrokenSharers runs each property of a Sharer or
+// MultiAcquirer on in-memory stores with a deliberate bug, and checks that
+// it fails with the message that names the bug.
+func TestSuiteFailsBrokenSharers(t *testing.T) {
+	for i, c := range memCases {
+		t.Run(c.property+"/"+c.store, func(t *testing.T) {
+			t.Parallel()
+			var rep storetest.Report
+			for try := 0; try < max(c.tries, 1) && !rep.Failed; try++ {
+				rep = storetest.Check(t, c.property, memStores(c.bug), storetest.Options{})
+			}
+			for _, m := range rep.Messages {
+				t.Log(m)
+			}
+			if !rep.Failed {
+				t.Fatalf("case %d: the suite passed a store whose %s", i, c.store)
+			}
+			if !slices.ContainsFunc(rep.Messages, func(m string) bool { return strings.Contains(m, c.want) }) {
+				t.Fatalf("case %d: the suite failed, but without a message containing %q", i, c.want)
+			}
+		})
+	}
+}
+
+// plain hides every capability of the store it wraps.
+type plain struct{ core.Store }
+
+// TestHoldsSkippedForPlainStores: a store that is neither a Sharer nor a
+// MultiAcquirer has the properties of neither skipped, with a reason.
+func TestHoldsSkippedForPlainStores(t *testing.T) {
+	mem := memStores(bugNone)
+	for _, name := range storetest.PropertyNames() {
+		if !strings.HasPrefix(name, "Holds/") && name != "AcquireAllIsAllOrNone" {
+			continue
+		}
+		rep := storetest.Check(t, name, func(t *testing.T) core.Store { return plain{mem(t)} }, storetest.Options{})
+		if !rep.Skipped || rep.Failed || len(rep.Messages) != 1 || !strings.Contains(rep.Messages[0], "does not implement") {
+			t.Errorf("%s: got %+v; want the property skipped, saying why", name, rep)
+		}
+	}
+}
+
+// TestAcquireAllNotAtomicIsSkipped: a MultiAcquirer that answers
+// ErrNotAtomic for every set of keys has AcquireAllIsAllOrNone skipped, not
+// failed.
+func TestAcquireAllNotAtomicIsSkipped(t *testing.T) {
+	rep := storetest.Check(t, "AcquireAllIsAllOrNone", memStores(bugMultiNotAtomic), storetest.Options{})
+	if !rep.Skipped || rep.Failed {
+		t.Fatalf("got %+v; want the property skipped", rep)
+	}
+}
+
+// TestAcquireAllOfOneSlotSuffices: a MultiAcquirer that takes only keys of
+// one hash tag in one step (a Redis Cluster), and answers ErrNotAtomic for
+// the others, passes AcquireAllIsAllOrNone.
+func TestAcquireAllOfOneSlotSuffices(t *testing.T) {
+	rep := storetest.Check(t, "AcquireAllIsAllOrNone", memStores(bugMultiOneTag), storetest.Options{})
+	if rep.Skipped || rep.Failed {
+		t.Fatalf("got %+v; want the property passed", rep)
+	}
+}
