@@ -16,8 +16,9 @@ import (
 // queue, or keys a store cannot take in one step) may wait for a later
 // name longer than the TTL of the names it already took. The lease it
 // returns must still hold every name: all or none. TestSimModes found the
-// defect (in the tail of seeds 50, 65, 122, 137, 235, 250, ... of
-// REQLOCK_SIM_SEEDS=300: "got a lease for k0 that was lost at once"). On
+// defect (in the tail of seeds 9, 12, 19, 20, 25, ...: "got a lease for k0
+// that was lost at once", or its release "after the faults stopped" found
+// a name expired). On
 // the simulated store without faults, in virtual time: p0 holds b for 2 s;
 // p1 asks for a and b, shared, TTL 500 ms, wait 5 s: it takes a at once
 // and waits for b; a's share expires at 500 ms; p2 takes a exclusively at

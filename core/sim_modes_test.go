@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/hotspot"
 )
 
 // TestSimModes is the deterministic simulation of TestSimulation (same
@@ -62,7 +63,25 @@ import (
 //     The check runs without faults only: under faults a writer's attempts
 //     may be lost or late beyond its record's patience, new shares then
 //     come in lawfully, and no bound holds;
+//   - all or none, once more without faults: while another process holds
+//     the second name, an AcquireAll of the first two by a process with a
+//     local queue (which takes them one by one) must fail, and leave the
+//     first to none of its tokens;
 //   - progress and no goroutine leak, as in TestSimulation.
+//
+// The CI seeds catch each of these defects of the engine, put in on
+// purpose (the seeds of 1..40 that failed, each run on its own):
+//
+//	E1 an exclusive retry never records a waiting writer (TryAcquire)      40 (starvation)
+//	E2 a permit's lease built without its slot (Slot() 0)                   12 (permits)
+//	E3 AcquireAll one by one keeps the names it took when a later fails     40 (25 all or none)
+//	E4 a share's validity dated from the reply, not the sending             14 (store)
+//	E5 a share released by Release, not ReleaseShare                        40 (progress)
+//
+// It found a defect of AcquireAll: taking names one by one, it returned a
+// lease whose first names had expired while it waited for a later one
+// (TestSimAcquireAllEarlierNamesOutliveTheWait; seeds 9, 12, 19, 20 and
+// 25 fail with it).
 //
 // Replay: go test ./core -run 'TestSimModes$/seed=5$' -v (REQLOCK_SIM_SEED
 // and REQLOCK_SIM_SEEDS as for TestSimulation, REQLOCK_SIM_TRACE=1 for the
@@ -453,6 +472,50 @@ func (sim *simulation) starvation() {
 	}
 	close(stop)
 	wg.Wait()
+	sim.allOrNone(wl)
+}
+
+// allOrNone checks that a failed AcquireAll leaves none of its names held,
+// without faults: h holds the second name; an AcquireAll of the first two
+// names, by a process whose local queue (WithLocalQueue) makes it take
+// them one by one, takes the first, waits 20 ms for the second and fails;
+// the store must then hold the first for none of its tokens (simChecker.call).
+func (sim *simulation) allOrNone(h *core.Locker) {
+	ctx := withSimStream(context.Background(), newSimStream(sim.seed, "all or none"))
+	names := sim.names[:2]
+	held, err := h.Acquire(ctx, names[1], core.TTL(time.Second))
+	if err != nil {
+		sim.fail("all-or-none check: Acquire(%s): %v", names[1], err)
+		return
+	}
+	sim.check.obtained("wr/w0", held, true)
+	v := sim.store.newView("aa", 50*time.Millisecond, nil, time.Time{})
+	defer v.Close()
+	g := hotspot.New(hotspot.WithKeys(sim.names...), hotspot.WithHotPeriod(0))
+	l := core.NewWithStore(v, core.WithPrefix("sim:"), core.WithFencing(), core.WithTTL(time.Second),
+		core.WithIOTimeout(50*time.Millisecond), core.WithSpin(5*time.Millisecond, 0), core.WithLocalQueue(g),
+		core.WithObservers(simHandOffs{}))
+	defer l.Close()
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i], _ = l.Key(n)
+	}
+	call := &simCall{}
+	label := fmt.Sprintf("AcquireAll %v exclusive, while %s is held", names, names[1])
+	sim.trace.add("aa/w0 %s", label)
+	lease, err := l.AcquireAll(withSimCall(ctx, call), names, core.Wait(20*time.Millisecond))
+	sim.trace.add("aa/w0 %s: %v", label, err)
+	sim.check.call("aa/w0", label, keys, call, lease)
+	if err == nil {
+		sim.fail("all-or-none check: %s: got a lease", label)
+		_ = lease.Release(ctx)
+	} else if !errors.Is(err, core.ErrTimeout) {
+		sim.fail("all-or-none check: %s: %v, want ErrTimeout", label, err)
+	}
+	sim.check.releasing(held)
+	if err := held.Release(ctx); err != nil {
+		sim.fail("all-or-none check: Release(%s): %v", names[1], err)
+	}
 }
 
 // reader takes name Shared in turns until stop closes.

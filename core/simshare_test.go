@@ -273,14 +273,18 @@ func (v *simView) TryAcquireShare(ctx context.Context, key, token string, ttl ti
 	if err := h.Check(); err != nil {
 		return false, 0, 0, fmt.Errorf("simstore: TryAcquireShare of %q: %w", key, err)
 	}
+	sent := time.Now()
 	r, err := v.call(ctx, simOpTryAcquireShare, key, []string{token}, func() string { return fmt.Sprintf("%s %s ttl=%v", v.s.trace.tok(token), h, ttl) }, func(now time.Time) simReply {
 		return v.s.tryAcquireShare(key, token, ttl, h, fenced, now)
 	})
-	if err == nil {
-		err = r.err
-	}
 	if err != nil {
+		if simMayHaveApplied(err) { // it may run late: undo it, now and in the background, as the Redis stores do
+			v.undo(ctx, key, token, ttl, sent, true)
+		}
 		return false, 0, 0, err
+	}
+	if r.err != nil {
+		return false, 0, 0, r.err
 	}
 	return r.ok, r.slot, r.fence, nil
 }

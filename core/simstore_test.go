@@ -1148,12 +1148,17 @@ func (v *simView) Dequeue(ctx context.Context, key, token string) error {
 // exactly (internal/undo's goroutine would send the rounds of attempts made
 // at one instant in an order of the Go scheduler's).
 func (v *simView) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
-	u := &simUndo{v: v, key: key, token: token, ttl: ttl, horizon: sent.Add(max(ttl, undoHorizon))}
+	v.undo(ctx, key, token, ttl, sent, false)
+}
+
+// undo is Undo, or for share the undo of a failed TryAcquireShare (a
+// ReleaseShare of its token, under the same rules, as the Redis stores'
+// UndoShare).
+func (v *simView) undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time, share bool) {
+	u := &simUndo{v: v, key: key, token: token, ttl: ttl, horizon: sent.Add(max(ttl, undoHorizon)), share: share}
 	st := v.stream(ctx, simOpUndo, key)
 	u.st = st.child()
-	r, err := v.call(ctx, simOpUndo, key, []string{token}, func() string { return v.s.trace.tok(token) }, func(now time.Time) simReply {
-		return v.s.release(v, key, token, now)
-	})
+	r, err := v.call(ctx, simOpUndo, key, []string{token}, func() string { return v.s.trace.tok(token) + u.what() }, u.apply)
 	if u.outcome(r, err, time.Now()) {
 		return
 	}
@@ -1174,6 +1179,23 @@ type simUndo struct {
 	horizon    time.Time
 	until      time.Time  // zero until the store answered; then given up at
 	st         *simStream // the fates of its rounds
+	share      bool       // a share's: ReleaseShare, not Release
+}
+
+// apply runs one round at the store, on the scheduler, with s.mu held.
+func (u *simUndo) apply(now time.Time) simReply {
+	if u.share {
+		return u.v.s.releaseShare(u.v, u.key, u.token, now)
+	}
+	return u.v.s.release(u.v, u.key, u.token, now)
+}
+
+// what tells a share's clean-up apart in the trace.
+func (u *simUndo) what() string {
+	if u.share {
+		return " (share)"
+	}
+	return ""
 }
 
 // outcome takes in the answer (or error) of one compare-and-delete at now,
@@ -1208,9 +1230,7 @@ func (u *simUndo) run(now time.Time) {
 			s.push(at.Add(undoInterval), u.run)
 		}
 	}
-	err := u.v.post(u.st, simOpUndo, u.key, []string{u.token}, func() string { return s.trace.tok(u.token) + " (background)" }, func(now time.Time) simReply {
-		return s.release(u.v, u.key, u.token, now)
-	}, func(r simReply) { end(r, nil) })
+	err := u.v.post(u.st, simOpUndo, u.key, []string{u.token}, func() string { return s.trace.tok(u.token) + u.what() + " (background)" }, u.apply, func(r simReply) { end(r, nil) })
 	if err != nil {
 		s.push(now.Add(undoInterval), u.run)
 		return
