@@ -181,10 +181,11 @@ const simStuck = time.Minute
 
 // watchClock watches, from outside the bubble, that the scheduler of test
 // (one seed's run) keeps running events (beat), and panics with every
-// goroutine's stack when it has not for simStuck: a goroutine of the bubble blocked on something that
-// is not durably blocking (a sync.Mutex held across a store call) stops the
-// bubble's clock, and the run would hang until go test's timeout. It
-// returns the function that ends the watch.
+// goroutine's stack when it has not for simStuck: a goroutine of the
+// bubble blocked on something that is not durably blocking (a sync.Mutex
+// held across a store call) stops the bubble's clock, and the run would
+// hang until go test's timeout. It returns the function that ends the
+// watch.
 func watchClock(test string, beat *atomic.Int64) (stop func()) {
 	done := make(chan struct{})
 	go func() {
@@ -537,8 +538,8 @@ func runSimulation(t *testing.T, seed uint64, beat *atomic.Int64, cfg simConfig)
 	if seed > uint64(ci) && !slices.Contains(regression, seed) {
 		replay = fmt.Sprintf("REQLOCK_SIM_SEED=%d %s", seed, replay)
 	}
-	if cfg.mutant != "" {
-		replay = fmt.Sprintf("(the store broken: %s)", cfg.mutant)
+	if cfg.mutant != "" { // the first seed that fails on the store broken so
+		replay = fmt.Sprintf("go test ./core -run 'TestSimModesCatchesBrokenStores/%s$' -v", strings.ReplaceAll(string(cfg.mutant), " ", "_"))
 	}
 	var tail string
 	if !sim.trace.full {
