@@ -13,8 +13,8 @@ import (
 	"github.com/reqlock/reqlock/protokey"
 )
 
-// NewInterceptor returns an interceptor that locks the name key derives
-// from each call a handler serves, while the handler runs: unary calls
+// NewInterceptor returns an interceptor that locks the name (or names) key
+// derives from each call a handler serves, while the handler runs: unary calls
 // before the handler, streams before the handler or, when key reads a
 // message field, at the first message the handler receives. Calls of
 // clients pass through. See the package documentation for names and codes.
@@ -109,7 +109,9 @@ var codeOf = map[core.Outcome]connect.Code{
 }
 
 // LeaseFromContext returns the lease the interceptor holds for the call whose
-// context is ctx, or nil.
+// context is ctx, or nil. One lease covers all the names of a key of
+// several (Lease.Names); its Mode and, under WithPermits, its Slot tell how
+// the call holds them.
 func LeaseFromContext(ctx context.Context) *core.Lease {
 	return core.LeaseFromContext(ctx)
 }

@@ -54,3 +54,36 @@ func Example() {
 	fmt.Println("paid under", resp.Msg.Lock)
 	// Output: paid under order:42
 }
+
+// reads is a service whose Do reports how its call holds the order's name.
+type reads struct {
+	testsvcconnect.UnimplementedTestHandler
+}
+
+func (reads) Do(ctx context.Context, req *connect.Request[testsvc.Request]) (*connect.Response[testsvc.Reply], error) {
+	return connect.NewResponse(&testsvc.Reply{Lock: connectlock.LeaseFromContext(ctx).Mode().String()}), nil
+}
+
+// Reads share, writes exclude: calls of the read procedures take the
+// order's name shared and run together; the other procedures' calls take
+// it alone.
+func ExampleWithSharedMethods() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client)
+
+	key, _ := keyfunc.Template("order:{field.order.id}")
+	mux := http.NewServeMux()
+	mux.Handle(testsvcconnect.NewTestHandler(reads{}, connect.WithInterceptors(
+		connectlock.NewInterceptor(locker, key, connectlock.WithSharedMethods(testsvcconnect.TestDoProcedure)))))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	api := testsvcconnect.NewTestClient(srv.Client(), srv.URL)
+	resp, err := api.Do(context.Background(), connect.NewRequest(&testsvc.Request{Order: &testsvc.Order{Id: "42"}}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("Do holds the order", resp.Msg.Lock)
+	// Output: Do holds the order shared
+}

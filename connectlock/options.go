@@ -65,3 +65,46 @@ func WithFailOpenHook(f func(ctx context.Context, err error)) Option {
 func WithErrorHandler(f func(ctx context.Context, err error) error) Option {
 	return func(c *config) { c.SetErrorHandler(f) }
 }
+
+// WithShared takes the names of every intercepted call shared
+// (core.Shared), the read side of a read-write lock: such calls run
+// together, and never beside a call that holds one of the names
+// exclusively (another interceptor's, or another service's); a waiting
+// exclusive call goes first, so writers do not starve. An interceptor has
+// one lock mode: WithShared, WithPermits, WithSharedMethods and
+// WithSharedIf exclude each other.
+func WithShared() Option { return func(c *config) { c.SetShared() } }
+
+// WithPermits lets up to n calls hold each of the names at once
+// (core.Permits), each in its own slot, 0 to n-1, that the handler reads
+// from LeaseFromContext(ctx).Slot(): a hot item's stock split in n
+// segments, or a concurrency cap per tenant. n must be between 1 and
+// core.MaxPermits. Every user of a name must agree on n: a call with
+// another n fails with CodeInternal (core.ErrModeMismatch), never let in
+// beyond the smaller n.
+func WithPermits(n int) Option { return func(c *config) { c.SetPermits(n) } }
+
+// WithSharedMethods names the read methods, by procedure: their calls take
+// the names shared, calls of the other procedures exclusively, so that
+// reads of a resource run together and a write runs alone (Redisson's
+// RReadWriteLock, Curator's InterProcessReadWriteLock, per call).
+// Procedures are written as Spec().Procedure gives them
+// ("/orders.v1.Orders/Get"; the generated code's ...Procedure constants).
+// Give the reads and the writes of a resource the same key.
+func WithSharedMethods(procedures ...string) Option {
+	return func(c *config) { c.SetSharedMethods(procedures...) }
+}
+
+// WithSharedIf takes the names shared for calls for which f returns true,
+// and exclusively for the others: WithSharedMethods with a rule of your
+// own. procedure is the call's.
+func WithSharedIf(f func(ctx context.Context, procedure string) bool) Option {
+	return func(c *config) { c.SetSharedIf(f) }
+}
+
+// WithMaxNames bounds the names one call's key may yield (a key of
+// keyfunc.All or keyfunc.Templates, or with a "[*]" field naming the items
+// of a repeated field: see keyfunc.Func.Names), between 1 and 1024;
+// default keyfunc.DefaultMaxNames (64). A call whose key yields more fails
+// with CodeInvalidArgument.
+func WithMaxNames(n int) Option { return func(c *config) { c.SetMaxNames(n) } }

@@ -149,8 +149,10 @@ func (l *Locker) Err() error {
 // Acquire is reentrant through the context: when ctx carries (see
 // ContextWithLease) a lease of this Locker for the same name that is still
 // held, Acquire returns a nested lease at once, with no store call, no
-// plugin and no call option applied. Releasing the nested lease releases
-// nothing; the name is released when the outermost lease is. So a service
+// plugin and no call option applied (invalid options are still refused,
+// and so is a mode the outer lease does not cover: an exclusive Acquire
+// inside a shared hold would wait for itself). Releasing the nested lease
+// releases nothing; the name is released when the outermost lease is. So a service
 // function can lock "order:42" whether or not the route's middleware
 // already did. Reentrancy goes by context, not by goroutine: goroutines that
 // share a context carrying the lease all get nested leases, and run at once.
@@ -221,7 +223,7 @@ func (l *Locker) acquirePanicked(ctx context.Context, req *AcquireCall) {
 func (l *Locker) observeStart(ctx context.Context, req *AcquireCall) {
 	for _, o := range l.cfg.observers {
 		if so, ok := o.(StartObserver); ok {
-			so.ObserveStart(ctx, StartEvent{Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL, Start: req.Start, Mode: req.Mode})
+			so.ObserveStart(ctx, StartEvent{Name: req.Name, Key: req.Key, Route: req.Route, TTL: req.TTL, Start: req.Start, Mode: req.Mode, Permits: req.Permits})
 		}
 	}
 }
@@ -569,11 +571,17 @@ func (l *Locker) storageErr(op, name string, err error) error {
 }
 
 // releaseShare removes the share of lease in the store. A share whose
-// release failed expires at its TTL: the Undoer's background removal is
-// for exclusive holds.
+// release failed is removed in the background by a ShareUndoer, and
+// otherwise expires at its TTL.
 func (l *Locker) releaseShare(ctx context.Context, lease *Lease) error {
+	sent := time.Now()
 	ok, err := l.sharer.ReleaseShare(ctx, lease.key, lease.token)
 	if err != nil {
+		// As for a lock: the release may not have reached the store, and
+		// a ShareUndoer retries it in the background.
+		if u, ok := l.store.(ShareUndoer); ok {
+			u.UndoShare(ctx, lease.key, lease.token, lease.TTL(), sent)
+		}
 		return l.storageErr("release", lease.name, err)
 	}
 	if !ok {

@@ -58,6 +58,9 @@ type (
 	// MultiAcquirer takes several keys in one step (see
 	// lockstore.MultiAcquirer).
 	MultiAcquirer = lockstore.MultiAcquirer
+	// ShareUndoer removes shares in the background (see
+	// lockstore.ShareUndoer).
+	ShareUndoer = lockstore.ShareUndoer
 )
 
 // ErrNotAtomic is what a MultiAcquirer answers for keys it cannot take in
@@ -123,15 +126,31 @@ func (l *Locker) checkMode(name string, mode Mode) error {
 	if mode == ModeExclusive {
 		return nil
 	}
+	what := mode.String()
+	if name != "" {
+		what = fmt.Sprintf("%s of %q", mode, name)
+	}
 	if l.sharer == nil {
-		return fmt.Errorf("%w: %s of %q: the store (%T) keeps one holder per name; shared holds and permits need a store that is a core.Sharer",
-			ErrInvalidOption, mode, name, l.store)
+		return fmt.Errorf("%w: %s: the store (%T) keeps one holder per name; shared holds and permits need a store that is a core.Sharer",
+			ErrInvalidOption, what, l.store)
 	}
 	if l.queuer != nil {
-		return fmt.Errorf("%w: %s of %q: a Locker built WithFair queues exclusive holders only; take shared holds and permits with a Locker without WithFair",
-			ErrInvalidOption, mode, name)
+		return fmt.Errorf("%w: %s: a Locker built WithFair queues exclusive holders only; take shared holds and permits with a Locker without WithFair",
+			ErrInvalidOption, what)
 	}
 	return nil
+}
+
+// CheckMode reports why the Locker cannot take names in mode (its store is
+// not a Sharer, or it was built WithFair), and its configuration error if
+// it has one; nil if it can. Adapters call it when they are built, so that
+// a route set up for shared holds or permits on the wrong Locker fails at
+// start-up instead of on every request.
+func (l *Locker) CheckMode(mode Mode) error {
+	if l.err != nil {
+		return l.err
+	}
+	return l.checkMode("", mode)
 }
 
 // reenter answers an Acquire of a name that outer, a lease carried by the
@@ -141,11 +160,9 @@ func (l *Locker) checkMode(name string, mode Mode) error {
 // for the name exclusively would wait for its own share (Curator and
 // Redisson refuse the same upgrade).
 func reenter(outer *Lease, name string, opts []CallOption) (*Lease, error) {
-	var c callConfig
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&c)
-		}
+	c, err := readCallOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if outer.mode == ModeExclusive || (outer.mode == c.mode && outer.permits == c.permits) {
 		return nested(outer), nil

@@ -150,6 +150,8 @@ type StartEvent struct {
 	TTL   time.Duration // the TTL asked for
 	Start time.Time     // when Acquire was called
 	Mode  Mode          // how the call holds the name
+	// Permits is the n of Permits(n), 0 in the other modes.
+	Permits int
 }
 
 // LeaseObserver is told how one lease ended. It is the per-lease state of an

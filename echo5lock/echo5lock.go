@@ -32,9 +32,9 @@ func (beforeRoutingError) Error() string {
 
 func (beforeRoutingError) Unwrap() error { return keyfunc.ErrUnsupported }
 
-// New returns an Echo v5 middleware that locks the name key derives from
-// each request while the next handler serves it. See the package
-// documentation for its answers and for where it goes.
+// New returns an Echo v5 middleware that locks the name (or names) key
+// derives from each request while the next handler serves it. See the
+// package documentation for its answers, its lock modes and where it goes.
 //
 // New panics, as regexp.MustCompile does, when the set-up is wrong: an
 // invalid option, a nil Locker or key, a Locker whose Err is not nil. The
@@ -73,12 +73,14 @@ func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
 func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[*echo.Context], error) {
 	cfg := &config{}
 	adapter.Apply(cfg, &cfg.Config, opts)
-	return adapter.NewFlow("echo5lock", l, guard(key), &cfg.Config, adapter.Protocol[*echo.Context]{Answer: answer})
+	return adapter.NewFlow("echo5lock", l, key, &cfg.Config, adapter.Protocol[*echo.Context]{Answer: answer, Explain: explain})
 }
 
 // Lease returns the lease the middleware holds for c's request, or nil. It
 // is in c.Request().Context(), which is what to pass on to the Locker and
 // to service functions.
+// One lease covers all the names of a key of several (Lease.Names); its
+// Mode and, under WithPermits, its Slot tell how the request holds them.
 func Lease(c *echo.Context) *core.Lease {
 	return core.LeaseFromContext(c.Request().Context())
 }
@@ -138,20 +140,14 @@ func (s *source) Param(name string) (string, error) {
 	return unescaped(s.c.Param(name), s.Request), nil
 }
 
-// guard returns key, failing with ErrBeforeRouting when key asked for the
-// route template or a path parameter before routing, whatever it made of
-// the answer ("" for the route). A nil key stays nil, for NewFlow to report.
-func guard(key keyfunc.Func) keyfunc.Func {
-	if key == nil {
-		return nil
+// explain fails with ErrBeforeRouting when the key asked for the route
+// template or a path parameter before routing, whatever it made of the
+// answer ("" for the route).
+func explain(s keyfunc.Source, err error) error {
+	if src, ok := s.(*source); ok && src.early {
+		return ErrBeforeRouting
 	}
-	return func(s keyfunc.Source) (string, error) {
-		name, err := key(s)
-		if src, ok := s.(*source); ok && src.early {
-			return "", ErrBeforeRouting
-		}
-		return name, err
-	}
+	return err
 }
 
 // unescaped returns a path parameter value unescaped once, so that two

@@ -90,3 +90,41 @@ func WithSkip(f func(c *echo.Context) bool) Option { return func(c *config) { c.
 // WithMaxBody bounds the body read to find a JSON field (default
 // keyfunc.DefaultMaxBody); a larger body is answered 400.
 func WithMaxBody(n int64) Option { return func(c *config) { c.SetMaxBody(n) } }
+
+// WithShared takes the route's names shared (core.Shared), the read side of
+// a read-write lock: its requests run together, and never beside a request
+// that holds one of the names exclusively (another route's, or another
+// service's); a waiting exclusive request goes first, so writers do not
+// starve. A route has one lock mode: WithShared, WithPermits,
+// WithSharedReads and WithSharedIf exclude each other.
+func WithShared() Option { return func(c *config) { c.SetShared() } }
+
+// WithPermits lets up to n requests hold each of the route's names at once
+// (core.Permits), each in its own slot, 0 to n-1, that the handler reads
+// from echo5lock.Lease(c).Slot(): a hot item's stock split in n segments, or a
+// concurrency cap per tenant. n must be between 1 and core.MaxPermits.
+// Every user of a name must agree on n: a request with another n is
+// refused (500, core.ErrModeMismatch), never let in beyond the smaller n.
+func WithPermits(n int) Option { return func(c *config) { c.SetPermits(n) } }
+
+// WithSharedReads takes the names shared for GET and HEAD requests and
+// exclusively for the other methods: reads of a resource run together,
+// a write runs alone (Redisson's RReadWriteLock, Curator's
+// InterProcessReadWriteLock, per request). Give the reads and the writes
+// of a resource the same key.
+func WithSharedReads() Option {
+	return func(c *config) { c.SetSharedReads(func(c *echo.Context) string { return c.Request().Method }) }
+}
+
+// WithSharedIf takes the names shared for requests for which f returns
+// true, and exclusively for the others: WithSharedReads with a rule of
+// your own.
+func WithSharedIf(f func(c *echo.Context) bool) Option {
+	return func(c *config) { c.SetSharedIf(f) }
+}
+
+// WithMaxNames bounds the names one request's key may yield (a key of
+// keyfunc.All, or with a "[*]" field: see keyfunc.Func.Names), between 1
+// and 1024; default keyfunc.DefaultMaxNames (64). A request whose key
+// yields more is answered 400.
+func WithMaxNames(n int) Option { return func(c *config) { c.SetMaxNames(n) } }

@@ -17,9 +17,9 @@ import (
 // client went away while the request waited for its lock (nginx's 499).
 const StatusClientClosedRequest = adapter.StatusClientClosedRequest
 
-// New returns an Echo middleware that locks the name key derives from each
-// request while the next handler serves it. See the package documentation
-// for its answers and for where it goes.
+// New returns an Echo middleware that locks the name (or names) key
+// derives from each request while the next handler serves it. See the
+// package documentation for its answers, its lock modes and where it goes.
 //
 // New panics, as regexp.MustCompile does, when the set-up is wrong: an
 // invalid option, a nil Locker or key, a Locker whose Err is not nil. The
@@ -55,15 +55,14 @@ func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
 func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[echo.Context], error) {
 	cfg := &config{}
 	adapter.Apply(cfg, &cfg.Config, opts)
-	if key != nil {
-		key = guard(key)
-	}
-	return adapter.NewFlow("echolock", l, key, &cfg.Config, adapter.Protocol[echo.Context]{Answer: answer})
+	return adapter.NewFlow("echolock", l, key, &cfg.Config, adapter.Protocol[echo.Context]{Answer: answer, Explain: explain})
 }
 
 // Lease returns the lease the middleware holds for c's request, or nil. It
 // is in c.Request().Context(), which is what to pass on to the Locker and
 // to service functions.
+// One lease covers all the names of a key of several (Lease.Names); its
+// Mode and, under WithPermits, its Slot tell how the request holds them.
 func Lease(c echo.Context) *core.Lease {
 	return core.LeaseFromContext(c.Request().Context())
 }
@@ -148,16 +147,13 @@ func (s *source) Param(name string) (string, error) {
 	return v, err
 }
 
-// guard fails with ErrBeforeRouting when key lacked the route or a path
-// parameter because the middleware runs before routing.
-func guard(key keyfunc.Func) keyfunc.Func {
-	return func(s keyfunc.Source) (string, error) {
-		name, err := key(s)
-		if src, ok := s.(*source); ok && src.early && errors.Is(err, keyfunc.ErrMissing) && beforeRouting(src.c) {
-			return "", ErrBeforeRouting
-		}
-		return name, err
+// explain fails with ErrBeforeRouting when the key lacked the route or a
+// path parameter because the middleware runs before routing.
+func explain(s keyfunc.Source, err error) error {
+	if src, ok := s.(*source); ok && src.early && errors.Is(err, keyfunc.ErrMissing) && beforeRouting(src.c) {
+		return ErrBeforeRouting
 	}
+	return err
 }
 
 // beforeRouting reports whether the middleware runs before Echo has routed

@@ -43,3 +43,42 @@ func Example() {
 	fmt.Println(w.Code, w.Body)
 	// Output: 200 paid under order:42
 }
+
+// Reads of an order share its lock and writes take it alone; a transfer
+// locks both of its orders; a flash sale lets 5 buyers in at once, each on
+// a segment of the item's stock.
+func Example_modes() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client, core.WithWait(2*time.Second))
+
+	e := echo.New()
+	show := func(c echo.Context) error {
+		return c.String(http.StatusOK, fmt.Sprintf("%s %v", c.Request().Method, echolock.Lease(c).Mode()))
+	}
+	key, _ := keyfunc.Template("order:{param.id}")
+	order := echolock.New(locker, key, echolock.WithSharedReads())
+	e.GET("/orders/:id", show, order)
+	e.PUT("/orders/:id", show, order)
+
+	transfer, _ := keyfunc.Templates("order:{param.from}", "order:{param.to}")
+	e.POST("/transfer/:from/:to", func(c echo.Context) error {
+		return c.String(http.StatusOK, fmt.Sprintf("transfer under %v", echolock.Lease(c).Names()))
+	}, echolock.New(locker, transfer))
+
+	stock, _ := keyfunc.Template("stock:{param.sku}")
+	e.POST("/flash/:sku", func(c echo.Context) error {
+		return c.String(http.StatusOK, fmt.Sprintf("sold from segment %d of 5", echolock.Lease(c).Slot()))
+	}, echolock.New(locker, stock, echolock.WithPermits(5)))
+
+	for _, req := range [][2]string{{"GET", "/orders/1"}, {"PUT", "/orders/1"}, {"POST", "/transfer/2/1"}, {"POST", "/flash/A-1"}} {
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequest(req[0], req[1], nil))
+		fmt.Println(w.Code, w.Body)
+	}
+	// Output:
+	// 200 GET shared
+	// 200 PUT exclusive
+	// 200 transfer under [order:1 order:2]
+	// 200 sold from segment 0 of 5
+}

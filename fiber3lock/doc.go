@@ -44,6 +44,38 @@
 // budget per route; a value set per request on c.Context() (c.SetContext)
 // wins (see Option).
 //
+// # Lock modes and several names
+//
+// By default a request holds its names alone. WithSharedReads makes GET and
+// HEAD requests share the names while the other methods exclude them, the
+// read-write lock of Redisson's RReadWriteLock and Curator's
+// InterProcessReadWriteLock (a waiting writer goes first, so writers do not
+// starve); WithShared makes a whole route shared, and WithSharedIf decides
+// per request. WithPermits(n) lets up to n requests hold a name at once,
+// each in its own slot (Lease(c).Slot(), 0 to n-1): a hot item's stock
+// split in n segments (Curator's InterProcessSemaphoreV2).
+//
+//	lock := fiber3lock.New(locker, key, fiber3lock.WithSharedReads())
+//	app.Get("/orders/:id", lock, show)
+//	app.Put("/orders/:id", lock, update)
+//	app.Post("/flash/:sku", fiber3lock.New(locker, sku, fiber3lock.WithPermits(5)), sell)
+//
+// A key may yield several names, which the middleware takes all at once
+// with core.Locker.AcquireAll, all or none, in one canonical order (so that
+// two requests that list the same names in different orders cannot
+// deadlock): keyfunc.Templates gives one name per template, and a field
+// path with "[*]" one per item of a JSON array; Lease(c).Names() lists
+// them.
+//
+//	transfer, _ := keyfunc.Templates("order:{param.from}", "order:{param.to}")
+//	app.Post("/transfers/:from/:to", fiber3lock.New(locker, transfer), move)
+//
+// An empty array or item is answered 400, as a missing part is, and so is
+// a key that yields more names than WithMaxNames allows (64 by default).
+// Shared holds and permits need a store that is a core.Sharer (the Redis
+// store is); every user of a name must agree on its mode and n, or the
+// request is answered 500 (core.ErrModeMismatch).
+//
 // # Answers
 //
 // A request that cannot be locked is answered as core.Outcome documents

@@ -79,3 +79,51 @@ func Example_misplaced() {
 	// 500
 	// fiber3lock: the middleware was registered with app.Use (or as a group's middleware), where Fiber runs it before the request's route and its path parameters are known; register it on the route instead: app.Post(path, fiber3lock.New(...), handler) (param "id")
 }
+
+// Reads share, writes exclude: GET requests of an order hold its name
+// shared and run together, a PUT holds it alone.
+func ExampleWithSharedReads() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client)
+
+	key, _ := keyfunc.Template("order:{param.id}")
+	lock := fiber3lock.New(locker, key, fiber3lock.WithSharedReads())
+	mode := func(c fiber.Ctx) error { return c.SendString(fiber3lock.Lease(c).Mode().String()) }
+	app := fiber.New()
+	app.Get("/orders/:id", lock, mode)
+	app.Put("/orders/:id", lock, mode)
+
+	for _, method := range []string{http.MethodGet, http.MethodPut} {
+		resp, err := app.Test(httptest.NewRequest(method, "/orders/42", nil), fiber.TestConfig{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		fmt.Println(method, string(body))
+	}
+	// Output:
+	// GET shared
+	// PUT exclusive
+}
+
+// A key of two path parameters locks both orders of a transfer at once.
+func ExampleNew_severalNames() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client)
+
+	transfer, _ := keyfunc.Templates("order:{param.from}", "order:{param.to}")
+	app := fiber.New()
+	app.Post("/transfers/:from/:to", fiber3lock.New(locker, transfer), func(c fiber.Ctx) error {
+		return c.SendString(fmt.Sprint(fiber3lock.Lease(c).Names()))
+	})
+
+	resp, err := app.Test(httptest.NewRequest(http.MethodPost, "/transfers/7/3", nil), fiber.TestConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body))
+	// Output: 200 [order:3 order:7]
+}

@@ -89,3 +89,42 @@ func WithSkip(f func(c fiber.Ctx) bool) Option { return func(c *config) { c.SetS
 // keyfunc.DefaultMaxBody); a larger body is answered 400. Fiber has read the
 // whole body already, up to its own limit (fiber.Config's BodyLimit).
 func WithMaxBody(n int64) Option { return func(c *config) { c.SetMaxBody(n) } }
+
+// WithShared takes the route's names shared (core.Shared), the read side of
+// a read-write lock: its requests run together, and never beside a request
+// that holds one of the names exclusively (another route's, or another
+// service's); a waiting exclusive request goes first, so writers do not
+// starve. A route has one lock mode: WithShared, WithPermits,
+// WithSharedReads and WithSharedIf exclude each other.
+func WithShared() Option { return func(c *config) { c.SetShared() } }
+
+// WithPermits lets up to n requests hold each of the route's names at once
+// (core.Permits), each in its own slot, 0 to n-1, that the handler reads
+// from fiber3lock.Lease(c).Slot(): a hot item's stock split in n segments, or a
+// concurrency cap per tenant. n must be between 1 and core.MaxPermits.
+// Every user of a name must agree on n: a request with another n is
+// refused (500, core.ErrModeMismatch), never let in beyond the smaller n.
+func WithPermits(n int) Option { return func(c *config) { c.SetPermits(n) } }
+
+// WithSharedReads takes the names shared for GET and HEAD requests and
+// exclusively for the other methods: reads of a resource run together, a
+// write runs alone (Redisson's RReadWriteLock, Curator's
+// InterProcessReadWriteLock, per request). Give the reads and the writes of
+// a resource the same key: app.Get and app.Put of "/orders/:id" each with
+// fiber3lock.New(locker, key, fiber3lock.WithSharedReads()), or one handler for all
+// methods (app.All).
+func WithSharedReads() Option {
+	return func(c *config) { c.SetSharedReads(func(c fiber.Ctx) string { return c.Method() }) }
+}
+
+// WithSharedIf takes the names shared for requests for which f returns
+// true, and exclusively for the others: WithSharedReads with a rule of your
+// own.
+func WithSharedIf(f func(c fiber.Ctx) bool) Option { return func(c *config) { c.SetSharedIf(f) } }
+
+// WithMaxNames bounds the names one request's key may yield (a key of
+// keyfunc.All or keyfunc.Templates, or with a "[*]" field naming the items
+// of a JSON array: see keyfunc.Func.Names), between 1 and 1024; default
+// keyfunc.DefaultMaxNames (64). A request whose key yields more is
+// answered 400.
+func WithMaxNames(n int) Option { return func(c *config) { c.SetMaxNames(n) } }

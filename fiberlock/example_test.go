@@ -49,3 +49,51 @@ func Example() {
 	fmt.Println(resp.StatusCode, string(body))
 	// Output: 200 paid under order:42
 }
+
+// Reads share, writes exclude: GET requests of an order hold its name
+// shared and run together, a PUT holds it alone.
+func ExampleWithSharedReads() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client)
+
+	key, _ := keyfunc.Template("order:{param.id}")
+	lock := fiberlock.New(locker, key, fiberlock.WithSharedReads())
+	mode := func(c *fiber.Ctx) error { return c.SendString(fiberlock.Lease(c).Mode().String()) }
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/orders/:id", lock, mode)
+	app.Put("/orders/:id", lock, mode)
+
+	for _, method := range []string{http.MethodGet, http.MethodPut} {
+		resp, err := app.Test(httptest.NewRequest(method, "/orders/42", nil), -1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		fmt.Println(method, string(body))
+	}
+	// Output:
+	// GET shared
+	// PUT exclusive
+}
+
+// A key of two path parameters locks both orders of a transfer at once.
+func ExampleNew_severalNames() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client)
+
+	transfer, _ := keyfunc.Templates("order:{param.from}", "order:{param.to}")
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Post("/transfers/:from/:to", fiberlock.New(locker, transfer), func(c *fiber.Ctx) error {
+		return c.SendString(fmt.Sprint(fiberlock.Lease(c).Names()))
+	})
+
+	resp, err := app.Test(httptest.NewRequest(http.MethodPost, "/transfers/7/3", nil), -1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body))
+	// Output: 200 [order:3 order:7]
+}

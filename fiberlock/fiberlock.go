@@ -20,8 +20,8 @@ import (
 // for its lock (nginx's 499).
 const StatusClientClosedRequest = adapter.StatusClientClosedRequest
 
-// New returns a Fiber handler that locks the name key derives from each
-// request while the handlers after it (c.Next) serve it. Give it to the
+// New returns a Fiber handler that locks the name (or names) key derives
+// from each request while the handlers after it (c.Next) serve it. Give it to the
 // route, before the route's handler: app.Post(path, fiberlock.New(...),
 // handler); not to app.Use (see the package documentation).
 //
@@ -61,6 +61,8 @@ func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[*fi
 // Lease returns the lease the middleware holds for c's request, or nil. It
 // is in c.UserContext(), which is what to pass on to the Locker and to
 // service functions.
+// One lease covers all the names of a key of several (Lease.Names); its
+// Mode and, under WithPermits, its Slot tell how the request holds them.
 func Lease(c *fiber.Ctx) *core.Lease {
 	return core.LeaseFromContext(c.UserContext())
 }
@@ -171,4 +173,16 @@ func (s *source) Field(path string) (string, error) {
 		s.body.Body = s.c.Body()
 	}
 	return s.body.Field(path)
+}
+
+var _ keyfunc.ArraySource = (*source)(nil)
+
+// Fields reads the items of a JSON array of the body, for a key with a
+// "[*]" field path (keyfunc.ArraySource): every item of the array, parsed
+// once with the rest of the body.
+func (s *source) Fields(path string) ([]string, error) {
+	if s.body.Body == nil {
+		s.body.Body = s.c.Body()
+	}
+	return s.body.Fields(path)
 }

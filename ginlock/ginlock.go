@@ -14,9 +14,9 @@ import (
 // client went away while the request waited for its lock (nginx's 499).
 const StatusClientClosedRequest = adapter.StatusClientClosedRequest
 
-// New returns a gin middleware that locks the name key derives from each
-// request for the rest of the chain. See the package documentation for its
-// answers.
+// New returns a gin middleware that locks the name (or names) key derives
+// from each request for the rest of the chain. See the package
+// documentation for its answers and its lock modes.
 //
 // New panics, as regexp.MustCompile does, when the set-up is wrong: an
 // invalid option, a nil Locker or key, a Locker whose Err is not nil. The
@@ -58,6 +58,8 @@ func newFlow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[*gi
 }
 
 // Lease returns the lease the middleware holds for c's request, or nil.
+// One lease covers all the names of a key of several (Lease.Names); its
+// Mode and, under WithPermits, its Slot tell how the request holds them.
 func Lease(c *gin.Context) *core.Lease {
 	return core.LeaseFromContext(c.Request.Context())
 }

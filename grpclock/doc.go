@@ -18,6 +18,41 @@
 // exist in gRPC: a key that uses them fails every call with Internal
 // (keyfunc.ErrUnsupported).
 //
+// # Several names
+//
+// A key may yield several names: keyfunc.Templates (or keyfunc.All) gives
+// one per template, and a field path with "[*]" one per item of a repeated
+// field (protokey's "items[*].sku", "tags[*]"). The interceptor takes them
+// all at once with core.Locker.AcquireAll, all or none, in one canonical
+// order, so that two calls that list the same names in different orders
+// cannot deadlock; LeaseFromContext(ctx).Names() lists them. A transfer
+// locks both accounts:
+//
+//	key, _ := keyfunc.Templates("account:{field.from}", "account:{field.to}")
+//
+// An empty repeated field, or an empty item, is a missing part
+// (InvalidArgument); so is a key that yields more names than WithMaxNames
+// allows (64 by default).
+//
+// # Lock modes
+//
+// By default a call holds its names alone. WithShared takes them shared,
+// the read side of a read-write lock (Curator's InterProcessReadWriteLock,
+// Redisson's RReadWriteLock): shared calls run together, never beside an
+// exclusive holder, and a waiting exclusive call goes first.
+// WithSharedMethods names the read methods, whose calls share while the
+// other methods' calls exclude:
+//
+//	lock := grpclock.UnaryServerInterceptor(locker, key,
+//		grpclock.WithSharedMethods("/orders.v1.Orders/Get", "/orders.v1.Orders/List"))
+//
+// WithSharedIf decides per call. WithPermits(n) lets up to n calls hold a
+// name at once, each in its own slot (LeaseFromContext(ctx).Slot(), 0 to
+// n-1): a hot item's stock split in n segments (Curator's
+// InterProcessSemaphoreV2). These need a store that is a core.Sharer (the
+// Redis store is); every user of a name must agree on its mode and n, or
+// the call fails with Internal (core.ErrModeMismatch).
+//
 // # Status codes
 //
 // A call that cannot be locked fails with the status code that core.Outcome

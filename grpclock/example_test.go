@@ -8,6 +8,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/reqlock/reqlock/core"
@@ -72,4 +73,45 @@ func ExampleUnaryServerInterceptor_selector() {
 	// Output:
 	// /shop.Orders/Pay under order:42
 	// /shop.Orders/Get unlocked
+}
+
+// Reads share, writes exclude: calls of the read methods take the order's
+// name shared and run together; calls of the other methods take it alone.
+func ExampleWithSharedMethods() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client)
+	defer locker.Close()
+	key, _ := keyfunc.Template("order:{field.value}")
+	lock := grpclock.UnaryServerInterceptor(locker, key, grpclock.WithSharedMethods("/shop.Orders/Get"))
+
+	method := func(ctx context.Context, req any) (any, error) {
+		return grpclock.LeaseFromContext(ctx).Mode().String(), nil
+	}
+	for _, m := range []string{"/shop.Orders/Get", "/shop.Orders/Pay"} {
+		reply, _ := lock(context.Background(), wrapperspb.String("43"), &grpc.UnaryServerInfo{FullMethod: m}, method)
+		fmt.Println(m, reply)
+	}
+	// Output:
+	// /shop.Orders/Get shared
+	// /shop.Orders/Pay exclusive
+}
+
+// A key that yields several names locks them all at once, in one canonical
+// order (core.Locker.AcquireAll): here the two accounts of a transfer.
+func ExampleUnaryServerInterceptor_severalNames() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	locker := core.New(client)
+	defer locker.Close()
+	key, _ := keyfunc.Templates("account:{header.x-from}", "account:{header.x-to}")
+	lock := grpclock.UnaryServerInterceptor(locker, key)
+
+	transfer := func(ctx context.Context, req any) (any, error) {
+		return grpclock.LeaseFromContext(ctx).Names(), nil
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-from", "7", "x-to", "3"))
+	reply, err := lock(ctx, wrapperspb.String("t1"), &grpc.UnaryServerInfo{FullMethod: "/bank.Accounts/Transfer"}, transfer)
+	fmt.Println(reply, err)
+	// Output: [account:3 account:7] <nil>
 }

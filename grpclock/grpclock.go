@@ -12,9 +12,9 @@ import (
 	"github.com/reqlock/reqlock/keyfunc"
 )
 
-// UnaryServerInterceptor returns an interceptor that locks the name key
-// derives from each call while the handler runs. See the package
-// documentation for names and status codes.
+// UnaryServerInterceptor returns an interceptor that locks the name (or
+// names) key derives from each call while the handler runs. See the
+// package documentation for names, status codes and lock modes.
 //
 // It panics, as regexp.MustCompile does, when the set-up is wrong: an
 // invalid option, a nil Locker or key, a Locker whose Err is not nil. The
@@ -30,8 +30,8 @@ func UnaryServerInterceptor(l *core.Locker, key keyfunc.Func, opts ...Option) gr
 	}
 }
 
-// StreamServerInterceptor returns an interceptor that locks the name key
-// derives from each stream while the handler runs: from the method and
+// StreamServerInterceptor returns an interceptor that locks the name (or
+// names) key derives from each stream while the handler runs: from the method and
 // metadata before the handler starts, or, when key reads a message field,
 // from the first message the handler receives (see the package
 // documentation). It panics on a wrong set-up, as UnaryServerInterceptor
@@ -86,7 +86,9 @@ var codeOf = map[core.Outcome]codes.Code{
 }
 
 // LeaseFromContext returns the lease the interceptor holds for the call whose
-// context is ctx, or nil.
+// context is ctx, or nil. One lease covers all the names of a key of
+// several (Lease.Names); its Mode and, under WithPermits, its Slot tell how
+// the call holds them.
 func LeaseFromContext(ctx context.Context) *core.Lease {
 	return core.LeaseFromContext(ctx)
 }

@@ -66,6 +66,47 @@
 // WithTTL and WithWait set the lock's TTL and wait budget per route; a value
 // set per request wins (see Option).
 //
+// # Lock modes and several names
+//
+// A route locks its names exclusively by default. WithSharedReads lets the
+// GET and HEAD requests of a resource run together while a write waits for
+// them and then runs alone (a read-write lock, as Redisson's
+// RReadWriteLock and Curator's InterProcessReadWriteLock; a waiting write
+// holds back new reads, so writes do not starve). WithShared makes every
+// request of the route shared. WithPermits(n) lets n requests hold a name
+// at once, each in its own slot, 0 to n-1, which the handler reads from
+// Lease(r).Slot() (Curator's InterProcessSemaphoreV2, numbered): a hot item's stock
+// split in n segments.
+//
+//	order := httplock.New(locker, key, httplock.WithSharedReads())
+//	mux.Handle("GET /orders/{id}", order(show))
+//	mux.Handle("PUT /orders/{id}", order(update))
+//
+//	stock, _ := keyfunc.Template("stock:{param.sku}")
+//	sell := func(w http.ResponseWriter, r *http.Request) {
+//		slot := httplock.Lease(r).Slot() // segment 0..4 of the item's stock
+//		// ...
+//	}
+//	mux.Handle("POST /flash/{sku}", httplock.New(locker, stock, httplock.WithPermits(5))(http.HandlerFunc(sell)))
+//
+// A key may yield several names (see keyfunc.Func.Names): the middleware
+// takes them all or none, in one canonical order, with
+// core.Locker.AcquireAll (Redisson's RedissonMultiLock, without its
+// deadlock on crossing orders), so that two requests that list the same
+// names in opposite orders never deadlock, and a request for any of the
+// names waits. A key yields at most WithMaxNames names (64 by default);
+// more, an empty array or an empty item is answered 400.
+//
+//	transfer, _ := keyfunc.Templates("order:{param.from}", "order:{param.to}")
+//	mux.Handle("POST /transfer/{from}/{to}", httplock.New(locker, transfer)(move))
+//	items, _ := keyfunc.Template("item:{field.items[*].sku}") // each item of the body's array
+//	mux.Handle("POST /orders", httplock.New(locker, items)(create))
+//
+// Every request of a name must agree on its mode: shared and permit holds
+// of one name, or two different n, are refused (500, core.ErrModeMismatch);
+// an exclusive request waits for the shared or permit holders. A Locker
+// built with core.WithFair refuses WithShared and WithPermits.
+//
 // # Answers
 //
 // A request that cannot be locked is answered as core.Outcome documents

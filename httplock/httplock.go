@@ -16,9 +16,9 @@ import (
 // client went away while the request waited for its lock (nginx's 499).
 const StatusClientClosedRequest = adapter.StatusClientClosedRequest
 
-// New returns a middleware that locks the name key derives from each request
-// while next serves it. See the package documentation for its answers, and
-// for where it goes in chi and gorilla/mux.
+// New returns a middleware that locks the name (or names) key derives from
+// each request while next serves it. See the package documentation for its
+// answers, its lock modes, and where it goes in chi and gorilla/mux.
 //
 // New panics, as regexp.MustCompile does, when the set-up is wrong: an
 // invalid option, a nil Locker or key, a Locker whose Err is not nil. The
@@ -56,13 +56,12 @@ func Check(l *core.Locker, key keyfunc.Func, opts ...Option) error {
 
 func (cfg *config) flow(l *core.Locker, key keyfunc.Func, opts []Option) (*adapter.Flow[exchange], error) {
 	adapter.Apply(cfg, &cfg.Config, opts)
-	if key != nil {
-		key = explained(key)
-	}
-	return adapter.NewFlow("httplock", l, key, &cfg.Config, adapter.Protocol[exchange]{Answer: answer})
+	return adapter.NewFlow("httplock", l, key, &cfg.Config, adapter.Protocol[exchange]{Answer: answer, Explain: explain})
 }
 
 // Lease returns the lease the middleware holds for r, or nil.
+// One lease covers all the names of a key of several (Lease.Names); its
+// Mode and, under WithPermits, its Slot tell how the request holds them.
 func Lease(r *http.Request) *core.Lease {
 	return core.LeaseFromContext(r.Context())
 }
@@ -134,14 +133,11 @@ func (s *source) Param(name string) (string, error) {
 	return v, err
 }
 
-// explained turns a missing part that the route would have given into the
+// explain turns a missing part that the route would have given into the
 // server's mistake: an error wrapping ErrRouteUnknown, not keyfunc.ErrMissing.
-func explained(key keyfunc.Func) keyfunc.Func {
-	return func(s keyfunc.Source) (string, error) {
-		name, err := key(s)
-		if src, ok := s.(*source); ok && src.unrouted != "" && errors.Is(err, keyfunc.ErrMissing) {
-			err = fmt.Errorf("%w (the key needs %s)", ErrRouteUnknown, src.unrouted)
-		}
-		return name, err
+func explain(s keyfunc.Source, err error) error {
+	if src, ok := s.(*source); ok && src.unrouted != "" && errors.Is(err, keyfunc.ErrMissing) {
+		return fmt.Errorf("%w (the key needs %s)", ErrRouteUnknown, src.unrouted)
 	}
+	return err
 }

@@ -12,6 +12,21 @@
 //
 //	key, err := keyfunc.Template("orders:{param.id}:{header.X-Tenant}")
 //
+// # Several names
+//
+// A request may touch several resources: a transfer between two orders, an
+// order's items. A key may then yield several names, which the adapters
+// take all at once, in one canonical order, with core.Locker.AcquireAll:
+//
+//	transfer, _ := keyfunc.Templates("order:{param.from}", "order:{param.to}")
+//	stock, _ := keyfunc.Template("item:{field.items[*].id}")
+//
+// All joins keys, and a field path with "[*]" names every item of a JSON
+// array (or, where the RPC adapter's Source supports it, a repeated field).
+// Func.Names derives the names, without repeats, and bounds them
+// (DefaultMaxNames; more is an error wrapping ErrTooMany); an empty array
+// or an empty item is missing, as an empty part is.
+//
 // # Missing parts
 //
 // A part that is absent or empty is an error wrapping ErrMissing that names

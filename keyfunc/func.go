@@ -75,9 +75,20 @@ func Header(name string) Func {
 // path through nested objects or messages, such as "order.id": a JSON body
 // field for HTTP (the body stays readable by the handler), a message field
 // for gRPC (see grpclock for the kinds supported).
+//
+// A path whose segment ends in "[*]" names every item of an array field:
+// "items[*].id" gives the id of each item of {"items":[{"id":1},{"id":2}]},
+// "ids[*]" each item of {"ids":[1,2]}. Such a key yields one name per item
+// (see Func.Names; the adapters lock them all with AcquireAll); an absent
+// or empty array, or an item without the field, is an error wrapping
+// ErrMissing. The Source must be an ArraySource. A path has at most one
+// "[*]".
 func Field(path string) Func {
 	if err := checkPath(path); err != nil {
 		return invalid(fmt.Errorf("keyfunc: Field(%q): %s", path, err))
+	}
+	if strings.Contains(path, arrayMark) {
+		return items(path)
 	}
 	return func(s Source) (string, error) {
 		v, err := s.Field(path)
@@ -86,17 +97,32 @@ func Field(path string) Func {
 }
 
 // checkPath validates a dotted field path: non-empty segments without
-// braces.
+// braces, at most one of them ending in "[*]" after a name.
 func checkPath(path string) error {
 	if path == "" {
 		return errors.New("empty field path")
 	}
+	arrays := 0
 	for i, seg := range strings.Split(path, ".") {
 		if seg == "" {
 			return fmt.Errorf("empty segment %d in the dotted path", i+1)
 		}
 		if strings.ContainsAny(seg, "{} ") {
 			return fmt.Errorf("segment %q contains a brace or a space", seg)
+		}
+		if !strings.Contains(seg, arrayMark) {
+			continue
+		}
+		arrays++
+		switch name := strings.TrimSuffix(seg, arrayMark); {
+		case len(name) == len(seg):
+			return fmt.Errorf("segment %q: %s must end the segment", seg, arrayMark)
+		case strings.Contains(name, arrayMark):
+			return fmt.Errorf("segment %q has %s twice", seg, arrayMark)
+		case name == "":
+			return fmt.Errorf("segment %q: %s must follow a field name", seg, arrayMark)
+		case arrays > 1:
+			return fmt.Errorf("more than one %s in the path", arrayMark)
 		}
 	}
 	return nil

@@ -2,10 +2,13 @@ package keyfunc_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,6 +33,10 @@ func (s *seq) Query(string) (string, error)  { return s.next(), nil }
 func (s *seq) Header(string) (string, error) { return s.next(), nil }
 func (s *seq) Field(string) (string, error)  { return s.next(), nil }
 
+// Fields gives an array of one item, so that a template with "[*]" is a
+// plain Func too.
+func (s *seq) Fields(string) ([]string, error) { return []string{s.next()}, nil }
+
 // FuzzTemplate parses any template: it either fails with ErrTemplate, or
 // gives a Func that is injective: two requests whose values differ never get
 // the same name.
@@ -38,6 +45,7 @@ func FuzzTemplate(f *testing.F) {
 		"orders:{param.id}:{header.X-Tenant}", "{route}|{field.order.id}", "{param.a}{param.b}",
 		"x={query.q},y={query.r}", "{", "}", "a{b}c", "{param.a}%3A{param.b}", "{field.a..b}", "static",
 		"{param.a} {param.b}", "%{param.a}%:%{param.b}%",
+		"item:{field.items[*].id}", "{field.a[*]}:{field.b[*]}", "{field.a[*]}{field.b}", "{field.a[*].b[*]}",
 	} {
 		f.Add(t, "a:b", "c", "a", "b:c")
 	}
@@ -149,6 +157,8 @@ func FuzzJSONBody(f *testing.F) {
 		{`{"id":"x"}`, "id", 9},
 		{"", "id", 0},
 		{`{"id":1e400}`, "id.x", 0},
+		{`{"items":[{"id":1},{"id":"x"}]}`, "items[*].id", 0},
+		{`{"a":{"ids":[1,null]}}`, "a.ids[*]", 0},
 	} {
 		f.Add([]byte(seed.body), seed.path, seed.max)
 	}
@@ -159,6 +169,14 @@ func FuzzJSONBody(f *testing.F) {
 		n2, err2 := (&keyfunc.HTTPSource{Request: r, MaxBody: max}).Field(path)
 		if n1 != n2 || fmt.Sprint(err1) != fmt.Sprint(err2) {
 			t.Fatalf("body %q, path %q, max %d: JSONBody gives %q, %v; HTTPSource %q, %v", body, path, max, n1, err1, n2, err2)
+		}
+		l1, ferr1 := (&keyfunc.JSONBody{Body: body, MaxBody: max}).Fields(path)
+		l2, ferr2 := (&keyfunc.HTTPSource{Request: httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body)), MaxBody: max}).Fields(path)
+		if !slices.Equal(l1, l2) || fmt.Sprint(ferr1) != fmt.Sprint(ferr2) {
+			t.Fatalf("body %q, path %q, max %d: JSONBody's Fields gives %q, %v; HTTPSource's %q, %v", body, path, max, l1, ferr1, l2, ferr2)
+		}
+		if ferr1 != nil && !errors.Is(ferr1, keyfunc.ErrUnreadable) && !errors.Is(ferr1, keyfunc.ErrUnsupported) {
+			t.Fatalf("body %q, path %q: unexpected error of Fields %v", body, path, ferr1)
 		}
 		if err1 != nil && !errors.Is(err1, keyfunc.ErrUnreadable) {
 			t.Fatalf("body %q, path %q: unexpected error %v", body, path, err1)
@@ -176,4 +194,163 @@ func scalar(v any) bool {
 		return true
 	}
 	return false
+}
+
+// list is an ArraySource whose scalar parts are all "v" and whose array
+// fields all have the items items.
+type list struct{ items []string }
+
+func (list) Route() string                     { return "v" }
+func (list) Param(string) (string, error)      { return "v", nil }
+func (list) Query(string) (string, error)      { return "v", nil }
+func (list) Header(string) (string, error)     { return "v", nil }
+func (list) Field(string) (string, error)      { return "v", nil }
+func (l list) Fields(string) ([]string, error) { return l.items, nil }
+
+// expanding matches the placeholders of a template that expand an array.
+var expanding = regexp.MustCompile(`\{field\.[^{}]*\[\*\][^{}]*\}`)
+
+// FuzzNames derives the names of any template with array placeholders
+// ({field.items[*].id}) from any items: with k such placeholders and d
+// distinct items, a key yields d^k names (one per combination of items:
+// no two combinations share a name, no combination is lost), without
+// repeats, the first of them the plain Func's name of the first item, and
+// within the bound; an empty item or no items is ErrMissing, and more
+// combinations than the bound are ErrTooMany.
+func FuzzNames(f *testing.F) {
+	for _, seed := range []struct {
+		tmpl, items string
+		max         int8
+	}{
+		{"item:{field.items[*].id}", "a\nb\nc", 0},
+		{"{field.a[*]}:{field.b[*]}", "1\n2\n1", 0},
+		{"{field.a[*]}:{field.b[*]}", "1\n2\n3", 8},
+		{"x:{param.id}|{field.ids[*]}", "a:b\na\nb", 2},
+		{"x:{param.id}", "", 0},
+		{"{field.a[*]}", "", 0},
+		{"{field.a[*]}", "a\n\nb", 0},
+		{"a[*]:{field.x[*]}", "%\n%25", 1},
+		{"{field.a[*]},{field.b[*]},{field.c[*]},{field.d[*]}", "1\n2\n3", 0},
+	} {
+		f.Add(seed.tmpl, seed.items, seed.max)
+	}
+	f.Fuzz(func(t *testing.T, tmpl, raw string, max8 int8) {
+		k, err := keyfunc.Template(tmpl)
+		if err != nil {
+			return
+		}
+		max := int(max8)
+		if max <= 0 {
+			max = keyfunc.DefaultMaxNames
+		}
+		items := strings.Split(raw, "\n")
+		names, err := k.Names(list{items}, int(max8))
+		expansions := len(expanding.FindAllString(tmpl, -1))
+		if expansions == 0 {
+			plain, perr := k(list{items})
+			if err != nil || perr != nil || len(names) != 1 || names[0] != plain {
+				t.Fatalf("%q: Names %q, %v; plain %q, %v", tmpl, names, err, plain, perr)
+			}
+			return
+		}
+		combinations, distinct := 1, map[string]bool{}
+		for _, it := range items {
+			distinct[it] = true
+		}
+		for range expansions {
+			combinations = min(combinations*len(items), max+1)
+		}
+		switch {
+		case distinct[""]:
+			if !errors.Is(err, keyfunc.ErrMissing) {
+				t.Fatalf("%q with items %q: %q, %v; want ErrMissing", tmpl, items, names, err)
+			}
+			return
+		case combinations > max:
+			if !errors.Is(err, keyfunc.ErrTooMany) {
+				t.Fatalf("%q with items %q, max %d: %d names, %v; want ErrTooMany", tmpl, items, max, len(names), err)
+			}
+			return
+		case err != nil:
+			t.Fatalf("%q with items %q: %v", tmpl, items, err)
+		}
+		want := 1
+		for range expansions {
+			want *= len(distinct)
+		}
+		if len(names) != want || len(names) > max {
+			t.Fatalf("%q with items %q (%d distinct): %d names %q, want %d", tmpl, items, len(distinct), len(names), names, want)
+		}
+		seen := map[string]bool{}
+		for _, n := range names {
+			if seen[n] {
+				t.Fatalf("%q with items %q: %q twice in %q", tmpl, items, n, names)
+			}
+			seen[n] = true
+		}
+		if first, err := k(list{items[:1]}); err != nil || first != names[0] {
+			t.Fatalf("%q: the first name %q, but the plain Func gives %q, %v for the first item", tmpl, names[0], first, err)
+		}
+	})
+}
+
+// FuzzHTTPFields checks Fields against encoding/json, which binds the body
+// for the handler: for a body it reads, every item of "items" is named as
+// Field names the same value alone ({"id": v}), and an item bound to
+// nothing or "" is empty; a body that encoding/json cannot bind (but a
+// blank one, which has no items) is refused.
+func FuzzHTTPFields(f *testing.F) {
+	for _, seed := range []string{
+		`{"items":[{"id":1},{"ID":"a"},{"id":1.50}]}`,
+		`{"items":[{"id":null},{}]}`,
+		`{"items":[null,{"id":2}]}`,
+		`{"items":[]}`,
+		`{"items":null}`,
+		`{"Items":[{"id":true}],"items":[]}`,
+		`{"items":[1]}`,
+		`{"items":{"id":1}}`,
+		`{"items":[{"id":[1]}]}`,
+		`{"items":[{"id":1e400}]}`,
+		`[{"items":[]}]`,
+		``,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		items, err := (&keyfunc.HTTPSource{Request: newJSONRequest(body)}).Fields("items[*].id")
+		var in struct {
+			Items []struct {
+				ID any `json:"id"`
+			} `json:"items"`
+		}
+		bindErr := json.Unmarshal([]byte(body), &in)
+		if err != nil {
+			if !errors.Is(err, keyfunc.ErrUnreadable) {
+				t.Fatalf("%q: %v, not ErrUnreadable", body, err)
+			}
+			return
+		}
+		if bindErr != nil {
+			if strings.TrimSpace(body) != "" {
+				t.Fatalf("%q: items %q, but encoding/json cannot bind it: %v", body, items, bindErr)
+			}
+			return
+		}
+		if len(items) != len(in.Items) {
+			t.Fatalf("%q: items %q, but encoding/json binds %d", body, items, len(in.Items))
+		}
+		for i, it := range in.Items {
+			if !scalar(it.ID) && it.ID != nil {
+				t.Fatalf("%q: item %d is %q, but encoding/json binds %#v", body, i, items[i], it.ID)
+			}
+			alone, _ := json.Marshal(map[string]any{"id": it.ID})
+			want, werr := keyfunc.Field("id")(&keyfunc.HTTPSource{Request: newJSONRequest(string(alone))})
+			if errors.Is(werr, keyfunc.ErrMissing) {
+				want, werr = "", nil
+			}
+			if werr != nil || keyfunc.Escape(items[i]) != want { // Fields gives raw values, Field escaped ones
+				t.Fatalf("%q: item %d is %q, but %s gives %q, %v", body, i, items[i], alone, want, werr)
+			}
+		}
+	})
 }

@@ -88,6 +88,24 @@ func (s *HTTPSource) Field(path string) (string, error) {
 	return jsonField(s.body, path)
 }
 
+// Fields returns the items of a JSON array field, for a path with one
+// "[*]" segment ("items[*].id", "ids[*]"; see ArraySource): each item's
+// value at the rest of the path, named as Field names a scalar, "" for an
+// item where it is absent or null. An absent or null array gives none; a
+// field that is not an array, an item that is not an object where the
+// path goes on, or a value that is not a scalar is an error wrapping
+// ErrUnreadable, as are the bodies Field refuses.
+func (s *HTTPSource) Fields(path string) ([]string, error) {
+	if !s.parsed {
+		s.parsed = true
+		s.body, s.bodyErr = s.readBody()
+	}
+	if s.bodyErr != nil {
+		return nil, s.bodyErr
+	}
+	return jsonFields(s.body, path)
+}
+
 // readBody reads and parses the JSON body, and restores the request's body.
 func (s *HTTPSource) readBody() (any, error) {
 	r := s.Request
@@ -166,28 +184,59 @@ func (b *JSONBody) Field(path string) (string, error) {
 	return jsonField(b.body, path)
 }
 
+// Fields returns the items of a JSON array field, exactly as
+// HTTPSource.Fields does.
+func (b *JSONBody) Fields(path string) ([]string, error) {
+	if !b.parsed {
+		limit := b.MaxBody
+		if limit <= 0 {
+			limit = DefaultMaxBody
+		}
+		b.parsed = true
+		b.body, b.err = parseBody(b.Body, limit)
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	return jsonFields(b.body, path)
+}
+
 type readCloser struct {
 	io.Reader
 	io.Closer
 }
 
-// jsonField walks a decoded JSON value along a dotted path.
-func jsonField(v any, path string) (string, error) {
-	rest := path
-	for rest != "" {
-		var seg string
-		seg, rest, _ = strings.Cut(rest, ".")
-		switch o := v.(type) {
-		case nil:
-			return "", nil
-		case map[string]any:
-			var err error
-			if v, err = member(o, seg); err != nil {
-				return "", err
+// jsonFields returns the items of the array that path, with one "[*]",
+// names in v.
+func jsonFields(v any, path string) ([]string, error) {
+	array, rest, ok := splitArray(path)
+	if !ok {
+		return nil, fmt.Errorf("%w: the path %q has no %s", ErrUnsupported, path, arrayMark)
+	}
+	a, err := jsonWalk(v, array)
+	if err != nil {
+		return nil, err
+	}
+	switch x := a.(type) {
+	case nil:
+		return nil, nil
+	case []any:
+		items := make([]string, len(x))
+		for i, item := range x {
+			if items[i], err = jsonField(item, rest); err != nil {
+				return nil, fmt.Errorf("item %d: %w", i, err)
 			}
-		default:
-			return "", fmt.Errorf("%w: cannot take %q of a JSON %s", ErrUnreadable, seg, jsonKind(v))
 		}
+		return items, nil
+	}
+	return nil, fmt.Errorf("%w: field %q is a JSON %s, not an array", ErrUnreadable, array, jsonKind(a))
+}
+
+// jsonField walks a decoded JSON value along a dotted path, to a scalar.
+func jsonField(v any, path string) (string, error) {
+	v, err := jsonWalk(v, path)
+	if err != nil {
+		return "", err
 	}
 	switch x := v.(type) {
 	case nil:
@@ -203,6 +252,28 @@ func jsonField(v any, path string) (string, error) {
 		return "false", nil
 	}
 	return "", fmt.Errorf("%w: field %q is a JSON %s, not a scalar", ErrUnreadable, path, jsonKind(v))
+}
+
+// jsonWalk walks a decoded JSON value along a dotted path ("" is v): nil
+// where the path ends at an absent or null value.
+func jsonWalk(v any, path string) (any, error) {
+	rest := path
+	for rest != "" {
+		var seg string
+		seg, rest, _ = strings.Cut(rest, ".")
+		switch o := v.(type) {
+		case nil:
+			return nil, nil
+		case map[string]any:
+			var err error
+			if v, err = member(o, seg); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("%w: cannot take %q of a JSON %s", ErrUnreadable, seg, jsonKind(v))
+		}
+	}
+	return v, nil
 }
 
 // member returns the value of the key of o that matches name ignoring case,

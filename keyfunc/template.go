@@ -15,6 +15,13 @@ import (
 //	{header.NAME}  an HTTP header or gRPC metadata key
 //	{field.PATH}   a body field by dotted path, such as {field.order.id}
 //
+// A field path with "[*]" names every item of an array (see Field):
+// "order:{field.items[*].id}" yields one name per item, which the adapters
+// lock all at once (see Func.Names); so does a template with several such
+// placeholders, one name per combination of their items. Templates parses
+// several templates into one key that yields a name for each, such as the
+// two orders of a transfer.
+//
 // Two placeholders must be separated by text containing one of the
 // separators ':' '|' ',' '=' (or a space), so that every name comes from one
 // set of values only: "orders:{param.id}:{header.X-Tenant}" is valid,

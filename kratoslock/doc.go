@@ -50,6 +50,42 @@
 // transport (a handler called directly) is locked all the same, by its
 // message: it has no route and no headers.
 //
+// # Several names
+//
+// A key may yield several names: keyfunc.Templates (or keyfunc.All) gives
+// one per template, and a field path with "[*]" one per item of a repeated
+// field (protokey's "items[*].sku", "tags[*]"). The middleware takes them
+// all at once with core.Locker.AcquireAll, all or none, in one canonical
+// order, so that two requests that list the same names in different orders
+// cannot deadlock; LeaseFromContext(ctx).Names() lists them. A transfer
+// locks both accounts:
+//
+//	key, _ := keyfunc.Templates("account:{field.from}", "account:{field.to}")
+//
+// An empty repeated field, or an empty item, is a missing part (400); so
+// is a key that yields more names than WithMaxNames allows (64 by
+// default).
+//
+// # Lock modes
+//
+// By default a request holds its names alone. WithShared takes them
+// shared, the read side of a read-write lock (Curator's
+// InterProcessReadWriteLock, Redisson's RReadWriteLock): shared requests
+// run together, never beside an exclusive holder, and a waiting exclusive
+// request goes first. WithSharedMethods names the read operations, whose
+// requests share while the other operations' requests exclude, on both
+// transports:
+//
+//	lock := kratoslock.Server(locker, key,
+//		kratoslock.WithSharedMethods(v1.OperationOrdersGetOrder, v1.OperationOrdersListOrders))
+//
+// WithSharedIf decides per request. WithPermits(n) lets up to n requests
+// hold a name at once, each in its own slot (LeaseFromContext(ctx).Slot(),
+// 0 to n-1): a hot item's stock split in n segments (Curator's
+// InterProcessSemaphoreV2). These need a store that is a core.Sharer (the
+// Redis store is); every user of a name must agree on its mode and n, or
+// the request fails with 500 (core.ErrModeMismatch).
+//
 // # Errors
 //
 // A request that cannot be locked fails with a Kratos error

@@ -17,9 +17,9 @@ import (
 	"github.com/reqlock/reqlock/protokey"
 )
 
-// Server returns a server middleware that locks the name key derives from
-// each request, HTTP or gRPC, while the rest of the chain runs. See the
-// package documentation for names and errors.
+// Server returns a server middleware that locks the name (or names) key
+// derives from each request, HTTP or gRPC, while the rest of the chain
+// runs. See the package documentation for names, errors and lock modes.
 //
 // It panics, as regexp.MustCompile does, when the set-up is wrong: an
 // invalid option, a nil Locker or key, a Locker whose Err is not nil. The
@@ -97,7 +97,9 @@ var statusOf = map[core.Outcome]int{
 }
 
 // LeaseFromContext returns the lease the middleware holds for the request
-// whose context is ctx, or nil.
+// whose context is ctx, or nil. One lease covers all the names of a key of
+// several (Lease.Names); its Mode and, under WithPermits, its Slot tell how
+// the request holds them.
 func LeaseFromContext(ctx context.Context) *core.Lease {
 	return core.LeaseFromContext(ctx)
 }

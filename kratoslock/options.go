@@ -70,3 +70,48 @@ func WithFailOpenHook(f func(ctx context.Context, err error)) Option {
 func WithErrorHandler(f func(ctx context.Context, err error) error) Option {
 	return func(c *config) { c.SetErrorHandler(f) }
 }
+
+// WithShared takes the names of every request shared (core.Shared), the
+// read side of a read-write lock: such requests run together, and never
+// beside a request that holds one of the names exclusively (another
+// middleware's, or another service's); a waiting exclusive request goes
+// first, so writers do not starve. A middleware has one lock mode:
+// WithShared, WithPermits, WithSharedMethods and WithSharedIf exclude each
+// other.
+func WithShared() Option { return func(c *config) { c.SetShared() } }
+
+// WithPermits lets up to n requests hold each of the names at once
+// (core.Permits), each in its own slot, 0 to n-1, that the handler reads
+// from LeaseFromContext(ctx).Slot(): a hot item's stock split in n
+// segments, or a concurrency cap per tenant. n must be between 1 and
+// core.MaxPermits. Every user of a name must agree on n: a request with
+// another n fails with 500 (core.ErrModeMismatch), never let in beyond the
+// smaller n.
+func WithPermits(n int) Option { return func(c *config) { c.SetPermits(n) } }
+
+// WithSharedMethods names the read operations: their requests take the
+// names shared, requests of the other operations exclusively, so that
+// reads of a resource run together and a write runs alone (Redisson's
+// RReadWriteLock, Curator's InterProcessReadWriteLock, per request).
+// Operations are written as the transport's Operation gives them, the same
+// for HTTP and gRPC with the generated handlers ("/orders.v1.Orders/Get";
+// the generated code's Operation... constants). Give the reads and the
+// writes of a resource the same key.
+func WithSharedMethods(operations ...string) Option {
+	return func(c *config) { c.SetSharedMethods(operations...) }
+}
+
+// WithSharedIf takes the names shared for requests for which f returns
+// true, and exclusively for the others: WithSharedMethods with a rule of
+// your own (the transport, and for HTTP the request's method, are in ctx:
+// transport.FromServerContext). operation is the request's.
+func WithSharedIf(f func(ctx context.Context, operation string) bool) Option {
+	return func(c *config) { c.SetSharedIf(f) }
+}
+
+// WithMaxNames bounds the names one request's key may yield (a key of
+// keyfunc.All or keyfunc.Templates, or with a "[*]" field naming the items
+// of a repeated field: see keyfunc.Func.Names), between 1 and 1024;
+// default keyfunc.DefaultMaxNames (64). A request whose key yields more
+// fails with 400 (InvalidArgument).
+func WithMaxNames(n int) Option { return func(c *config) { c.SetMaxNames(n) } }

@@ -128,3 +128,13 @@ type MultiAcquirer interface {
 // ErrNotAtomic is what a MultiAcquirer answers for keys it cannot take in
 // one atomic step, such as keys of different hash slots on a Redis Cluster.
 var ErrNotAtomic = errors.New("reqlock: these keys cannot be taken in one step")
+
+// ShareUndoer is the optional capability of a Sharer that removes a share
+// in the background, as an Undoer removes a lock: a ReleaseShare by token,
+// at once within ctx and then again until it succeeds, or the store has
+// answered for ttl since sent, or the store is closed. The Locker calls it
+// when a share's release failed with a storage error, so that the share
+// leaves as soon as the store or the link heals rather than at its TTL.
+type ShareUndoer interface {
+	UndoShare(ctx context.Context, key, token string, ttl time.Duration, sent time.Time)
+}

@@ -6,16 +6,24 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/reqlock/reqlock/core"
 )
 
 // maxCachedAttrs bounds the attrCache. Routes are templates, so a service has
-// tens of them, each with a dozen outcomes; a label with higher cardinality
+// tens of them, each with a mode or two and a dozen outcomes; a label with higher cardinality
 // (which the adapters never set) is served uncached beyond the bound.
 const maxCachedAttrs = 4096
 
-// attrKey identifies the attributes of a measurement: a route, and an
-// outcome with its error type, or "" for the route alone.
-type attrKey struct{ route, outcome, errType string }
+// attrKey identifies the attributes of a measurement: a route, the lock's
+// mode and its n of Permits (0 when not known or not permits), and an
+// outcome with its error type, or "" for the route and mode alone.
+type attrKey struct {
+	route            string
+	mode             core.Mode
+	permits          int
+	outcome, errType string
+}
 
 // attrs are the options built once per attrKey, so that a lock costs no
 // attribute-set construction (a sort and several allocations) per call.
@@ -34,19 +42,27 @@ type attrCache struct {
 	m  map[attrKey]*attrs
 }
 
-// get returns the attrs of route with outcome and errType ("" and "" for the
-// route alone).
-func (c *attrCache) get(route, outcome, errType string) *attrs {
-	k := attrKey{route, outcome, errType}
+// get returns the attrs of route and mode (with permits, the n of
+// core.Permits, when mode is core.ModePermits and n is known) and of outcome
+// and errType ("" and "" for the route and mode alone).
+func (c *attrCache) get(route string, mode core.Mode, permits int, outcome, errType string) *attrs {
+	if mode != core.ModePermits {
+		permits = 0
+	}
+	k := attrKey{route, mode, permits, outcome, errType}
 	c.mu.RLock()
 	a := c.m[k]
 	c.mu.RUnlock()
 	if a != nil {
 		return a
 	}
-	kv := make([]attribute.KeyValue, 0, 3)
+	kv := make([]attribute.KeyValue, 0, 5)
 	if route != "" {
 		kv = append(kv, RouteKey.String(route))
+	}
+	kv = append(kv, ModeKey.String(mode.String()))
+	if permits > 0 {
+		kv = append(kv, PermitsKey.Int(permits))
 	}
 	if outcome != "" {
 		kv = append(kv, OutcomeKey.String(outcome))

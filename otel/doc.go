@@ -40,6 +40,9 @@
 // siblings under the request's span. Attributes:
 //
 //	reqlock.route               route template or RPC method; omitted when empty
+//	reqlock.mode                exclusive, shared (core.Shared) or permits (core.Permits)
+//	reqlock.permits             the n of core.Permits(n); with mode permits only
+//	reqlock.slot                the slot of an acquired permit, 0 to n-1 (core.Lease.Slot); with mode permits only
 //	reqlock.outcome             acquired, timeout, canceled or error
 //	reqlock.attempts            Redis attempts made (0 when the lock was handed off locally)
 //	reqlock.wait.seconds        time from the call to the lock or the failure
@@ -61,6 +64,9 @@
 // Attributes:
 //
 //	reqlock.route         as above
+//	reqlock.mode          as above
+//	reqlock.permits       as above
+//	reqlock.slot          as above
 //	reqlock.outcome       released, lost or error
 //	reqlock.hold.seconds  time from the acquire's return to the release's end
 //	reqlock.handed_off    true when the lock went to the next holder in this process instead of Redis; absent otherwise
@@ -80,6 +86,23 @@
 // the Handler starts no goroutine or timer per lease to watch Done. A lease
 // that is never released is not recorded (and stays counted in
 // reqlock.leases.held).
+//
+// # Modes and several names
+//
+// Every span and metric carries the lock's mode (reqlock.mode), so that a
+// dashboard tells readers' waits (shared) from writers' (exclusive), and
+// permit holders from both; with core.Permits(n) it carries n too
+// (reqlock.permits, a value per route, so it adds no cardinality), and the
+// spans the slot of the lease. A lease of core.Locker.AcquireAll is
+// recorded name by name, as the Locker reports it: an acquire span and
+// metrics per name, counted in reqlock.leases.held once per name, and a
+// release span per name when the lease ends. For example, with lockotel.New
+// among a Locker's observers,
+//
+//	lease, err := locker.AcquireAll(ctx, []string{"account:1", "account:2"}, core.Shared())
+//
+// records two reqlock.acquire spans with reqlock.mode=shared, and adds 2 to
+// reqlock.acquires{reqlock.mode=shared, reqlock.outcome=acquired}.
 //
 // # Outcomes
 //
@@ -108,12 +131,15 @@
 //
 // # Metrics
 //
-//	reqlock.acquire.duration  histogram, s          route, outcome, error.type
-//	reqlock.hold.duration     histogram, s          route, outcome, error.type  (of the release)
-//	reqlock.acquire.attempts  counter, {attempt}    route, outcome, error.type
-//	reqlock.acquires          counter, {acquire}    route, outcome, error.type
-//	reqlock.leases.held       up-down counter       route
-//	reqlock.acquire.pending   up-down counter       route  (acquires in progress: requests waiting for a lock)
+//	reqlock.acquire.duration  histogram, s          route, mode, permits, outcome, error.type
+//	reqlock.hold.duration     histogram, s          route, mode, permits, outcome, error.type  (of the release)
+//	reqlock.acquire.attempts  counter, {attempt}    route, mode, permits, outcome, error.type
+//	reqlock.acquires          counter, {acquire}    route, mode, permits, outcome, error.type
+//	reqlock.leases.held       up-down counter       route, mode, permits
+//	reqlock.acquire.pending   up-down counter       route, mode  (acquires in progress: requests waiting for a lock)
+//
+// (permits is reqlock.permits, set with mode permits only; the start of an
+// acquire, which pending counts, does not tell it.)
 //
 // The histograms advise bucket bounds suited to lock waits: 0.5, 1, 2.5, 5,
 // 10, 25, 50, 100, 250, 500 ms, 1, 2.5, 5 and 10 s for acquires; 1 ms to 60 s

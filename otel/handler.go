@@ -95,7 +95,7 @@ func (h *Handler) Close() error {
 // ObserveStart counts an Acquire that begins as pending
 // (reqlock.acquire.pending), until ObserveAcquire.
 func (h *Handler) ObserveStart(ctx context.Context, e core.StartEvent) {
-	h.ins.pending.Add(ctx, 1, h.cache.get(e.Route, "", "").add...)
+	h.ins.pending.Add(ctx, 1, h.cache.get(e.Route, e.Mode, 0, "", "").add...)
 }
 
 // ObserveAcquire records an acquire that has ended: a reqlock.acquire span, a
@@ -104,15 +104,18 @@ func (h *Handler) ObserveStart(ctx context.Context, e core.StartEvent) {
 // the lease as held and returns the state its release needs.
 func (h *Handler) ObserveAcquire(ctx context.Context, e core.AcquireEvent) core.LeaseObserver {
 	r := describeAcquire(e.Outcome)
-	route := h.cache.get(e.Route, "", "")
+	route := h.cache.get(e.Route, e.Mode, e.Permits, "", "")
 	wait := e.End.Sub(e.Start).Seconds()
 	_, span := h.tracer.Start(ctx, SpanAcquire,
 		trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithTimestamp(e.Start),
 		route.span)
 	if span.IsRecording() {
-		kv := make([]attribute.KeyValue, 0, 6)
+		kv := make([]attribute.KeyValue, 0, 7)
 		kv = append(kv, OutcomeKey.String(r.outcome), AttemptsKey.Int(e.Attempts), WaitKey.Float64(wait))
+		if e.Mode == core.ModePermits && e.Lease != nil {
+			kv = append(kv, SlotKey.Int(e.Lease.Slot()))
+		}
 		if e.LocalWait > 0 {
 			kv = append(kv, LocalWaitKey.Float64(e.LocalWait.Seconds()))
 		}
@@ -123,8 +126,9 @@ func (h *Handler) ObserveAcquire(ctx context.Context, e core.AcquireEvent) core.
 	}
 	span.End(trace.WithTimestamp(e.End))
 
-	result := h.cache.get(e.Route, r.outcome, r.errType)
-	h.ins.pending.Add(ctx, -1, route.add...)
+	result := h.cache.get(e.Route, e.Mode, e.Permits, r.outcome, r.errType)
+	// pending was counted without permits, which the start does not tell.
+	h.ins.pending.Add(ctx, -1, h.cache.get(e.Route, e.Mode, 0, "", "").add...)
 	h.ins.acquireDuration.Record(ctx, wait, result.record...)
 	h.ins.attempts.Add(ctx, int64(e.Attempts), result.add...)
 	h.ins.acquires.Add(ctx, 1, result.add...)
@@ -132,7 +136,11 @@ func (h *Handler) ObserveAcquire(ctx context.Context, e core.AcquireEvent) core.
 		return nil
 	}
 	h.ins.held.Add(ctx, 1, route.add...)
-	return &leaseSpan{h: h, acquired: e.End, route: e.Route, attrs: route, span: span.SpanContext()}
+	l := &leaseSpan{h: h, acquired: e.End, route: e.Route, mode: e.Mode, permits: e.Permits, attrs: route, span: span.SpanContext()}
+	if e.Mode == core.ModePermits {
+		l.slot = e.Lease.Slot()
+	}
+	return l
 }
 
 // leaseSpan is what the Handler keeps of a lease between its acquire and its
@@ -141,7 +149,10 @@ type leaseSpan struct {
 	h        *Handler
 	acquired time.Time
 	route    string
-	attrs    *attrs // of the route alone
+	mode     core.Mode
+	permits  int
+	slot     int    // with mode permits
+	attrs    *attrs // of the route and mode alone
 	span     trace.SpanContext
 }
 
@@ -166,8 +177,11 @@ func (l *leaseSpan) ObserveRelease(ctx context.Context, e core.ReleaseEvent) {
 		l.attrs.span,
 		link)
 	if span.IsRecording() {
-		kv := make([]attribute.KeyValue, 0, 4)
+		kv := make([]attribute.KeyValue, 0, 5)
 		kv = append(kv, OutcomeKey.String(r.outcome), HoldKey.Float64(hold))
+		if l.mode == core.ModePermits {
+			kv = append(kv, SlotKey.Int(l.slot))
+		}
 		if e.Outcome == core.OutcomeHandedOff {
 			kv = append(kv, HandedOffKey.Bool(true))
 		}
@@ -175,7 +189,7 @@ func (l *leaseSpan) ObserveRelease(ctx context.Context, e core.ReleaseEvent) {
 	}
 	span.End(trace.WithTimestamp(e.End))
 
-	h.ins.holdDuration.Record(ctx, hold, h.cache.get(l.route, r.outcome, r.errType).record...)
+	h.ins.holdDuration.Record(ctx, hold, h.cache.get(l.route, l.mode, l.permits, r.outcome, r.errType).record...)
 	h.ins.held.Add(ctx, -1, l.attrs.add...)
 }
 

@@ -22,8 +22,15 @@ var (
 //
 // Lines have these attributes, those in brackets only when they apply:
 //
-//	acquire: [lock] [route] outcome wait [local_wait] attempts [handed_off] ttl [fence] [error_type] [error]
-//	release: [lock] [route] outcome hold [handed_off] [fence] [error_type] [error]
+//	acquire: [lock] [route] [mode] [permits] outcome wait [local_wait] attempts [handed_off] ttl [slot] [fence] [error_type] [error]
+//	release: [lock] [route] [mode] [permits] outcome hold [handed_off] [slot] [fence] [error_type] [error]
+//
+// mode is how the lock holds its name, shared or permits as with ModeKey;
+// it is left out for an exclusive lock, the default, so that the lines of
+// plain locks stay as short as they were. permits (the n of core.Permits)
+// and slot (the lease's slot, core.Lease.Slot) come with mode permits. A lease of core.Locker.AcquireAll
+// is logged name by name: an acquire line per name, and a release line per
+// name when the lease ends, each with that name's fence.
 //
 // lock is the lock name, and error the text of a failure's error, which
 // quotes the name. By default both are left out: names are built from
@@ -100,8 +107,8 @@ func NewLogHandler(logger *slog.Logger, opts ...LogOption) *LogHandler {
 func (h *LogHandler) ObserveAcquire(ctx context.Context, e core.AcquireEvent) core.LeaseObserver {
 	r := describeAcquire(e.Outcome)
 	if logger, level := h.enabled(ctx, r.errType); logger != nil {
-		attrs := make([]slog.Attr, 0, 11)
-		attrs = h.head(attrs, e.Name, e.Route, r.outcome)
+		attrs := make([]slog.Attr, 0, 14)
+		attrs = h.head(attrs, e.Name, e.Route, e.Mode, e.Permits, r.outcome)
 		attrs = append(attrs, slog.Duration("wait", e.End.Sub(e.Start)))
 		if e.LocalWait > 0 {
 			attrs = append(attrs, slog.Duration("local_wait", e.LocalWait))
@@ -111,8 +118,11 @@ func (h *LogHandler) ObserveAcquire(ctx context.Context, e core.AcquireEvent) co
 			attrs = append(attrs, slog.Bool("handed_off", true))
 		}
 		attrs = append(attrs, slog.Duration("ttl", e.TTL))
-		if e.Lease != nil && e.Lease.Fence() != 0 {
-			attrs = append(attrs, slog.Int64("fence", e.Lease.Fence()))
+		if e.Lease != nil && e.Mode == core.ModePermits {
+			attrs = append(attrs, slog.Int("slot", e.Lease.Slot()))
+		}
+		if fence := fenceOf(e.Lease, e.Name); fence != 0 {
+			attrs = append(attrs, slog.Int64("fence", fence))
 		}
 		attrs = h.tail(attrs, r.errType, e.Err)
 		logger.LogAttrs(ctx, level, "lock acquire", attrs...)
@@ -121,15 +131,36 @@ func (h *LogHandler) ObserveAcquire(ctx context.Context, e core.AcquireEvent) co
 		return nil
 	}
 	// Kept whatever the level now: it may change while the lease is held.
-	return &logLease{h: h, acquired: e.End, route: e.Route}
+	l := &logLease{h: h, acquired: e.End, name: e.Name, route: e.Route, mode: e.Mode, permits: e.Permits}
+	if e.Mode == core.ModePermits {
+		l.slot = e.Lease.Slot()
+	}
+	return l
+}
+
+// fenceOf returns the fence of name in lease (one name of an AcquireAll
+// lease, or the lease's own name), 0 for no lease.
+func fenceOf(lease *core.Lease, name string) int64 {
+	if lease == nil {
+		return 0
+	}
+	if f := lease.FenceOf(name); f != 0 {
+		return f
+	}
+	return lease.Fence()
 }
 
 // logLease is what the LogHandler keeps of a lease between its acquire and
-// its end.
+// its end: the name is the acquire's, which for a lease of AcquireAll is
+// one of the lease's names.
 type logLease struct {
 	h        *LogHandler
 	acquired time.Time
+	name     string
 	route    string
+	mode     core.Mode
+	permits  int
+	slot     int // with mode permits
 }
 
 // ObserveRelease logs the end of the lease, with the hold time. As with the
@@ -142,14 +173,17 @@ func (l *logLease) ObserveRelease(ctx context.Context, e core.ReleaseEvent) {
 	if logger == nil {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 9)
-	attrs = h.head(attrs, e.Lease.Name(), l.route, r.outcome)
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = h.head(attrs, l.name, l.route, l.mode, l.permits, r.outcome)
 	attrs = append(attrs, slog.Duration("hold", e.End.Sub(l.acquired)))
 	if e.Outcome == core.OutcomeHandedOff {
 		attrs = append(attrs, slog.Bool("handed_off", true))
 	}
-	if e.Lease.Fence() != 0 {
-		attrs = append(attrs, slog.Int64("fence", e.Lease.Fence()))
+	if l.mode == core.ModePermits {
+		attrs = append(attrs, slog.Int("slot", l.slot))
+	}
+	if fence := fenceOf(e.Lease, l.name); fence != 0 {
+		attrs = append(attrs, slog.Int64("fence", fence))
 	}
 	attrs = h.tail(attrs, r.errType, e.Err)
 	logger.LogAttrs(ctx, level, "lock release", attrs...)
@@ -173,12 +207,18 @@ func (h *LogHandler) enabled(ctx context.Context, errType string) (*slog.Logger,
 }
 
 // head appends the attributes that start every line.
-func (h *LogHandler) head(attrs []slog.Attr, name, route, outcome string) []slog.Attr {
+func (h *LogHandler) head(attrs []slog.Attr, name, route string, mode core.Mode, permits int, outcome string) []slog.Attr {
 	if h.name {
 		attrs = append(attrs, slog.String("lock", name))
 	}
 	if route != "" {
 		attrs = append(attrs, slog.String("route", route))
+	}
+	if mode != core.ModeExclusive {
+		attrs = append(attrs, slog.String("mode", mode.String()))
+	}
+	if mode == core.ModePermits && permits > 0 {
+		attrs = append(attrs, slog.Int("permits", permits))
 	}
 	return append(attrs, slog.String("outcome", outcome))
 }

@@ -12,12 +12,12 @@ import (
 
 // Names of the instruments. Durations are in seconds.
 const (
-	MetricAcquireDuration = "reqlock.acquire.duration"  // histogram, s: route, outcome, error.type
-	MetricHoldDuration    = "reqlock.hold.duration"     // histogram, s: route, outcome, error.type (of the release)
-	MetricAttempts        = "reqlock.acquire.attempts"  // counter, {attempt}: route, outcome, error.type
-	MetricAcquires        = "reqlock.acquires"          // counter, {acquire}: route, outcome, error.type
-	MetricLeasesHeld      = "reqlock.leases.held"       // up-down counter, {lease}: route
-	MetricAcquirePending  = "reqlock.acquire.pending"   // up-down counter, {request}: route
+	MetricAcquireDuration = "reqlock.acquire.duration"  // histogram, s: route, mode, permits, outcome, error.type
+	MetricHoldDuration    = "reqlock.hold.duration"     // histogram, s: route, mode, permits, outcome, error.type (of the release)
+	MetricAttempts        = "reqlock.acquire.attempts"  // counter, {attempt}: route, mode, permits, outcome, error.type
+	MetricAcquires        = "reqlock.acquires"          // counter, {acquire}: route, mode, permits, outcome, error.type
+	MetricLeasesHeld      = "reqlock.leases.held"       // up-down counter, {lease}: route, mode, permits
+	MetricAcquirePending  = "reqlock.acquire.pending"   // up-down counter, {request}: route, mode
 	MetricHotspotHits     = "reqlock.hotspot.hits"      // observable counter, {acquire} (WithGuard)
 	MetricHotspotBypasses = "reqlock.hotspot.bypasses"  // observable counter, {acquire} (WithGuard)
 	MetricHotspotEvicts   = "reqlock.hotspot.evictions" // observable counter, {entry} (WithGuard)

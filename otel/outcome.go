@@ -20,6 +20,21 @@ const (
 	// context with core.ContextWithRoute (core.AcquireEvent.Route). It is
 	// omitted when empty.
 	RouteKey = attribute.Key("reqlock.route")
+	// ModeKey is how the lock holds its name (core.Mode's String):
+	// "exclusive" (the default), "shared" (core.Shared, the read side of a
+	// read-write lock) or "permits" (core.Permits). It is set on every span
+	// and metric, so that the waits of readers and writers, say, can be told
+	// apart.
+	ModeKey = attribute.Key("reqlock.mode")
+	// PermitsKey is the n of core.Permits(n), set with mode "permits" only,
+	// on spans and on every metric but reqlock.acquire.pending (an acquire's
+	// start does not tell it). n is configuration, one value per route, so
+	// it adds no cardinality of its own.
+	PermitsKey = attribute.Key("reqlock.permits")
+	// SlotKey is the slot, 0 to n-1, that an acquired lease holds with mode
+	// "permits" (core.Lease.Slot): on the acquire span of an acquired lock
+	// and on its release span (spans only).
+	SlotKey = attribute.Key("reqlock.slot")
 	// OutcomeKey is how an acquire or a release ended: one of the Outcome
 	// constants.
 	OutcomeKey = attribute.Key("reqlock.outcome")

@@ -18,6 +18,23 @@
 // presence, that is one holding its zero value ("", 0, false, the first enum
 // value).
 //
+// # Repeated fields
+//
+// A segment that ends in "[*]" names every item of a repeated field, as in
+// keyfunc's paths for JSON arrays: "sku[*]" reads each value of a repeated
+// scalar field sku, "items[*].sku" the sku of each message of a repeated
+// message field items (Fields, and Source.Fields, which makes Source a
+// keyfunc.ArraySource). A key with such a path yields one name per item,
+// which the RPC adapters take all at once with core.Locker.AcquireAll:
+//
+//	key, _ := keyfunc.Template("item:{field.items[*].sku}")
+//	names, err := key.Names(src, 0) // "item:A", "item:B" for items A and B
+//
+// A path has one "[*]"; the segments before it are singular messages, and
+// what follows leads to a supported scalar in each item. An empty list, or
+// an item whose field is not set, is a missing part for keyfunc (an error
+// wrapping keyfunc.ErrMissing: the call fails with InvalidArgument).
+//
 // The module depends on the root reqlock module (for keyfunc) and on
 // google.golang.org/protobuf only.
 package protokey

@@ -2,6 +2,7 @@ package protokey_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,4 +100,81 @@ func TestSource(t *testing.T) {
 	if q, err := src.Query("id"); err != nil || q != "q-id" {
 		t.Errorf("Query: %q, %v", q, err)
 	}
+}
+
+func TestFields(t *testing.T) {
+	file := &descriptorpb.FileDescriptorProto{
+		Dependency:       []string{"a.proto", "b:c.proto"},
+		PublicDependency: []int32{3, -1},
+		MessageType:      []*descriptorpb.DescriptorProto{{Name: proto.String("A")}, {}, {Name: proto.String("C")}},
+		Options: &descriptorpb.FileOptions{UninterpretedOption: []*descriptorpb.UninterpretedOption{
+			{IdentifierValue: proto.String("x")}, {IdentifierValue: proto.String("y")},
+		}},
+	}
+	for _, tc := range []struct {
+		msg  proto.Message
+		path string
+		want []string
+	}{
+		{file, "dependency[*]", []string{"a.proto", "b:c.proto"}},
+		{file, "publicDependency[*]", []string{"3", "-1"}},                                             // by JSON name
+		{file, "message_type[*].name", []string{"A", "", "C"}},                                         // an item without the field gives ""
+		{file, "options.uninterpreted_option[*].identifier_value", []string{"x", "y"}},                 // through a message, then in each item
+		{&descriptorpb.FileDescriptorProto{}, "dependency[*]", []string{}},                             // an empty list
+		{&descriptorpb.FileDescriptorProto{}, "options.uninterpreted_option[*].identifier_value", nil}, // a message on the way not set
+	} {
+		got, err := protokey.Fields(tc.msg, tc.path)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, %v; want %q", tc.path, got, err, tc.want)
+		}
+	}
+	for path, want := range map[string]string{
+		"name[*]":                       "is not a repeated field",
+		"options[*]":                    "is not a repeated field",
+		"message_type[*]":               "is of kind message",
+		"message_type[*].nope":          `has no field "nope"`,
+		"message_type[*].options":       "is of kind message",
+		"message_type[*].field[*].name": "more than one [*]",
+		"message_type.name[*]":          "is not a singular message",
+		"message_type[*]x":              "must end a segment",
+		"dependency":                    "no [*] segment",
+	} {
+		_, err := protokey.Fields(file, path)
+		if err == nil || !strings.HasPrefix(err.Error(), "protokey: ") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", path, err, want)
+		}
+		if errors.Is(err, keyfunc.ErrUnreadable) || errors.Is(err, keyfunc.ErrMissing) {
+			t.Errorf("%s: %v is a set-up error, not a bad request", path, err)
+		}
+	}
+	if _, err := protokey.Fields("not a message", "ids[*]"); !errors.Is(err, keyfunc.ErrUnreadable) {
+		t.Errorf("not a message: %v", err)
+	}
+	src := &protokey.Source{Message: file}
+	if got, err := src.Fields("dependency[*]"); err != nil || len(got) != 2 {
+		t.Errorf("Source.Fields: %q, %v", got, err)
+	}
+
+	// Through keyfunc: a name per item, escaped; an item without the field
+	// is missing.
+	key, err := keyfunc.Template("dep:{field.dependency[*]}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names, err := key.Names(src, 0); err != nil || !slices.Equal(names, []string{"dep:a.proto", "dep:b%3Ac.proto"}) {
+		t.Errorf("Names: %q, %v", names, err)
+	}
+	if _, err := must(keyfunc.Template("m:{field.message_type[*].name}")).Names(src, 0); !errors.Is(err, keyfunc.ErrMissing) {
+		t.Errorf("an item without the field: %v, want ErrMissing", err)
+	}
+	if _, err := key.Names(src, 1); !errors.Is(err, keyfunc.ErrTooMany) {
+		t.Errorf("more items than the bound: %v, want ErrTooMany", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

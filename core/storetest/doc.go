@@ -81,20 +81,24 @@
 //     exclusive and shared (then permits(2)) attempts on one key: an
 //     in-process checker sees no exclusive hold overlap another hold, never
 //     more than n permit holders, and no two in one slot;
+//   - LockersOfEveryModeExclude: MutualExclusion with modes: Lockers on
+//     three clients take one name exclusively or with core.Shared (then
+//     core.Permits(2)), and the same checker sees no overlap;
 //   - PermitsBoundHoldersAndSlots: permits(n) admits n holders, in slots
 //     0..n-1, the lowest free one each time; the next is refused and takes
 //     nothing; an attempt sent again with a holder's token keeps its slot;
 //   - SharesExpireOnTheirOwn: a short share frees its slot at its own TTL
 //     while a long one stays live, a key whose shares all ran out is free
 //     for an exclusive holder, and an attempt sent again with a holder's
-//     token resets its share's TTL;
+//     token, or its ExtendShare, resets its share's TTL;
 //   - ModeMismatchIsError: shared beside permits, permits(m) beside
 //     permits(n) and permits beside shared are errors wrapping
 //     core.ErrModeMismatch that take nothing;
 //   - WaitingExclusiveBlocksNewShares: writers do not starve: once
-//     TryAcquireWaiting failed on a shared key, new shares fail, also once
-//     the shares are released, until the waiter takes the key; its success
-//     clears the record;
+//     TryAcquireWaiting failed on a shared key (or a permits key with a
+//     free slot), new shares fail, also once the shares are released, until
+//     the waiter takes the key; its success, with a token of its own as the
+//     Locker draws one per attempt, clears the key's record;
 //   - ExpiredWaitingRecordFreesShares: the record of a waiter that gave up
 //     blocks shares for its patience only;
 //   - ShareCallsActOnlyForTheirToken: ReleaseShare and ExtendShare by a

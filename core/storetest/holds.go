@@ -353,15 +353,16 @@ func contend(s *suite, shs []core.Sharer, h core.Hold) {
 	}
 }
 
-// hold takes key once, exclusively or as h, trying until deadline, marks
-// the hold in c for a moment and releases it. It reports whether it held
-// the key and gave it back without an error.
+// hold takes key once, exclusively or as h, trying until deadline with a
+// token per attempt (as the Locker does), marks the hold in c for a moment
+// and releases it. It reports whether it held the key and gave it back
+// without an error.
 func hold(s *suite, sh core.Sharer, key string, h core.Hold, excl bool, deadline time.Time, c *holdChecker, errs *errorList) bool {
-	tok := token()
 	for attempt := 0; ; attempt++ {
 		if time.Now().After(deadline) {
 			return false
 		}
+		tok := token()
 		ctx, cancel := call()
 		var ok bool
 		var slot int
@@ -370,7 +371,9 @@ func hold(s *suite, sh core.Sharer, key string, h core.Hold, excl bool, deadline
 		case excl && attempt == 0:
 			ok, _, err = sh.TryAcquire(ctx, key, tok, s.long, false)
 		case excl:
-			ok, _, err = sh.TryAcquireWaiting(ctx, key, tok, s.long, s.long, false)
+			// A patience like the Locker's: a few seconds.
+			patience := roundUp(max(2*time.Second, 3*s.res), s.res)
+			ok, _, err = sh.TryAcquireWaiting(ctx, key, tok, s.long, patience, false)
 		default:
 			ok, slot, _, err = sh.TryAcquireShare(ctx, key, tok, s.long, h, false)
 		}
@@ -536,12 +539,18 @@ func permitsBoundHoldersAndSlots(s *suite) {
 // free again once its TTL has run out (not before), while the long one
 // stays live and the key stays held; a key whose shares all ran out is
 // free for an exclusive holder; and a TryAcquireShare sent again with a
-// holder's token resets its TTL to the one it carries.
+// holder's token, or its ExtendShare, resets its TTL to the one it carries
+// (checked at the end, to share the wait).
 func sharesExpireOnTheirOwn(s *suite) {
 	shs := s.sharers(3)
-	// Checked at the end: what comes between waits longer than this, most
-	// of the time.
-	rkey, rtok, rset, rttl := resentShare(s, shs[0])
+	rkey, rset, rttl := renewedShare(s, shs[0], "a re-sent TryAcquireShare", func(key, tok string) bool {
+		ok, _, _ := s.tryShare(shs[0], key, tok, s.long, shared, false)
+		return ok
+	})
+	ekey, eset, ettl := renewedShare(s, shs[1], "ExtendShare", func(key, tok string) bool {
+		ok, _ := s.extendShare(shs[1], key, tok, s.long, false)
+		return ok
+	})
 
 	key, long := s.key(), token()
 	h := permits(2)
@@ -584,35 +593,42 @@ func sharesExpireOnTheirOwn(s *suite) {
 	s.share(shs[1], skey, token(), s.ttl, shared, false, "beside a shared holder")
 	s.awaitExpiry(shs[2], skey, start, time.Now(), s.ttl)
 
-	sleepUntil(rset.Add(s.surelyExpired(rttl) + s.slack))
-	if ok, _ := s.extendShare(shs[1], rkey, rtok, s.long, false); !ok {
-		s.t.Errorf("storetest: a shared holder of %s with TTL %v, whose TryAcquireShare was sent again with TTL %v, was gone %v later: the re-sent attempt did not reset its TTL",
-			rkey, rttl, s.long, time.Since(rset).Round(time.Millisecond))
+	for _, r := range []struct {
+		key, how string
+		set      time.Time
+		ttl      time.Duration
+	}{{rkey, "a re-sent TryAcquireShare", rset, rttl}, {ekey, "ExtendShare", eset, ettl}} {
+		sleepUntil(r.set.Add(s.surelyExpired(r.ttl) + s.slack))
+		if !s.held(shs[2], r.key) {
+			s.t.Errorf("storetest: a shared holder of %s taken with TTL %v, whose TTL %s reset to %v, was gone %v later: %s did not reset its TTL",
+				r.key, r.ttl, r.how, s.long, time.Since(r.set).Round(time.Millisecond), r.how)
+		}
 	}
 }
 
-// resentShare takes a share of a fresh key for tok with a short TTL on sh,
-// and sends the attempt again with s.long before the first one could
-// expire. It returns when the first one returned, and its TTL.
+// renewedShare takes a share of a fresh key with a short TTL on sh, and
+// renews it (how) with s.long before it could expire; renew reports whether
+// the holder's call reported true. It returns the key, when the share's
+// acquire returned, and its first TTL.
 //
-// A resent attempt that returned after the first one's share could have
-// expired (a loaded host) may have taken a new share, which proves
-// nothing: the round is run again with twice the TTL.
-func resentShare(s *suite, sh core.Sharer) (key, tok string, set time.Time, ttl time.Duration) {
+// A renewal that returned after the share could have expired (a loaded
+// host) proves nothing: the round is run again with twice the TTL.
+func renewedShare(s *suite, sh core.Sharer, how string, renew func(key, tok string) bool) (key string, set time.Time, ttl time.Duration) {
 	s.t.Helper()
 	for ttl = s.ttl; ; ttl *= 2 {
-		key, tok = s.key(), token()
+		key, tok := s.key(), token()
 		start := time.Now()
 		s.share(sh, key, tok, ttl, shared, false, "of a free key")
 		set = time.Now()
-		if ok, _, _ := s.tryShare(sh, key, tok, s.long, shared, false); !ok {
-			s.t.Fatalf("storetest: TryAcquireShare of %s sent again with the token of its shared holder reported false: a retried attempt would wait for itself", key)
-		}
+		ok := renew(key, tok)
 		if time.Since(start) < s.earliest(ttl) {
-			return key, tok, set, ttl
+			if !ok {
+				s.t.Fatalf("storetest: %s of %s by its shared holder, before its TTL %v ran out, reported false (a re-sent attempt would wait for itself)", how, key, ttl)
+			}
+			return key, set, ttl
 		}
 		if ttl >= s.long {
-			s.t.Fatalf("storetest: this process stalled past the TTL between every TryAcquireShare and its resending, up to a TTL of %v: cannot tell whether a resent attempt resets the TTL", ttl)
+			s.t.Fatalf("storetest: this process stalled past the TTL between every TryAcquireShare and %s, up to a TTL of %v: cannot tell whether it resets the TTL", how, ttl)
 		}
 	}
 }
@@ -663,16 +679,17 @@ func modeMismatchIsError(s *suite) {
 // waitingExclusiveBlocksNewShares: writers do not starve. Once
 // TryAcquireWaiting of a key that shared holders hold has failed, a new
 // TryAcquireShare fails, before and after the shares are released; the
-// waiter's next TryAcquireWaiting takes the key, and once it releases it,
-// shares are taken again (its success cleared the record). A waiter of a
+// waiter's next TryAcquireWaiting, with a token of its own as the Locker
+// draws one per attempt, takes the key, and once it releases it, shares are
+// taken again (its success cleared the key's record). A waiter of a
 // key that permit holders hold keeps its free slots from new holders too.
 func waitingExclusiveBlocksNewShares(s *suite) {
 	shs := s.sharers(3)
 	a, w, c := shs[0], shs[1], shs[2]
-	key, reader, writer := s.key(), token(), token()
+	key, reader := s.key(), token()
 	s.share(a, key, reader, s.long, shared, false, "of a free key")
 	start := time.Now()
-	if ok, _ := s.tryWaiting(w, key, writer, s.long, s.long, false); ok {
+	if ok, _ := s.tryWaiting(w, key, token(), s.long, s.long, false); ok {
 		s.t.Fatalf("storetest: TryAcquireWaiting of %s reported true while a shared holder held it", key)
 	}
 	s.noShare(c, key, shared, fmt.Sprintf("while an exclusive waiter (TryAcquireWaiting, patience %v) was recorded: writers would starve", s.long))
@@ -682,6 +699,9 @@ func waitingExclusiveBlocksNewShares(s *suite) {
 	s.noShare(c, key, shared, fmt.Sprintf("after its shares were released, while an exclusive waiter (patience %v) was recorded: the record must outlive the shares, until the waiter takes the key",
 		s.long))
 	s.notStalled(start, s.long, "the waiter's next attempt")
+	// The waiter's next attempt has a token of its own, as the Locker
+	// draws one per attempt: the record is the key's, not the token's.
+	writer := token()
 	if ok, _ := s.tryWaiting(w, key, writer, s.long, s.long, false); !ok {
 		s.t.Fatalf("storetest: TryAcquireWaiting of %s by the recorded waiter reported false once the shares were released", key)
 	}
@@ -690,7 +710,7 @@ func waitingExclusiveBlocksNewShares(s *suite) {
 		s.t.Fatalf("storetest: Release of %s by the waiter that took it reported false", key)
 	}
 	s.share(c, key, token(), s.long, shared, false,
-		"after the waiter took it and released it: a TryAcquireWaiting that succeeds must clear its record")
+		"after the waiter took it and released it: a TryAcquireWaiting that succeeds must clear the key's record, also one that an earlier attempt of the waiter with another token set (the Locker draws a token per attempt)")
 
 	// Permits too: a free slot is not given while a waiter is recorded.
 	pkey := s.key()

@@ -88,7 +88,11 @@ var memCases = []memCase{
 	},
 	{
 		property: "Holds/SharesExpireOnTheirOwn", store: "a re-sent attempt keeps the share's TTL",
-		bug: bugResentKeepsTTL, want: "the re-sent attempt did not reset its TTL",
+		bug: bugResentKeepsTTL, want: "a re-sent TryAcquireShare did not reset its TTL",
+	},
+	{
+		property: "Holds/SharesExpireOnTheirOwn", store: "ExtendShare keeps the share's TTL",
+		bug: bugExtendShareKeepsTTL, want: "ExtendShare did not reset its TTL",
 	},
 	{
 		property: "Holds/ModeMismatchIsError", store: "no mode check",
@@ -100,7 +104,11 @@ var memCases = []memCase{
 	},
 	{
 		property: "Holds/WaitingExclusiveBlocksNewShares", store: "a waiter that takes the key leaves its record",
-		bug: bugWaitNotCleared, want: "must clear its record",
+		bug: bugWaitNotCleared, want: "must clear the key's record",
+	},
+	{
+		property: "Holds/WaitingExclusiveBlocksNewShares", store: "a waiter's success clears only the record its own token set",
+		bug: bugWaitPerToken, want: "also one that an earlier attempt of the waiter with another token set",
 	},
 	{
 		property: "Holds/ExpiredWaitingRecordFreesShares", store: "the waiting record never expires",

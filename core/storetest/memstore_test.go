@@ -26,7 +26,7 @@ type memKey struct {
 	exp     time.Time // the exclusive holder's expiry
 	n       int       // the mode of the live shares (Hold.N)
 	shares  map[string]*memShare
-	waitExp time.Time // the exclusive waiter's record, live until then
+	waiting map[string]time.Time // the exclusive waiters' records: token -> expiry (one record of the key; one per token with bugWaitPerToken)
 }
 
 // memShare is one share of a key.
@@ -46,10 +46,12 @@ const (
 	bugSlotsCollide                  // the slot is the number of live shares, not the lowest free one
 	bugResentNewSlot                 // a re-sent TryAcquireShare takes a new slot
 	bugResentKeepsTTL                // a re-sent TryAcquireShare keeps the share's TTL
+	bugExtendShareKeepsTTL           // ExtendShare reports true but keeps the share's TTL
 	bugKeyExpiry                     // every share expires with the key (the latest share's expiry), not on its own
 	bugNoMismatch                    // no mode check: any hold joins the shares
 	bugWaitIgnored                   // TryAcquireShare ignores the waiting record
 	bugWaitNotCleared                // a TryAcquireWaiting that succeeds leaves its record
+	bugWaitPerToken                  // the waiting record is the token's: a success clears only its own token's
 	bugWaitForever                   // the waiting record never expires
 	bugReleaseShareAny               // ReleaseShare by a token with no share removes another share
 	bugReleaseFreesShares            // Release (exclusive) with a share's token frees the shares
@@ -117,10 +119,12 @@ func (m *memStore) get(key string, now time.Time) *memKey {
 			}
 		}
 	}
-	if m.bug != bugWaitForever && !now.Before(k.waitExp) {
-		k.waitExp = time.Time{}
+	for tok, exp := range k.waiting {
+		if m.bug != bugWaitForever && !now.Before(exp) {
+			delete(k.waiting, tok)
+		}
 	}
-	if k.token == "" && len(k.shares) == 0 && k.waitExp.IsZero() {
+	if k.token == "" && len(k.shares) == 0 && len(k.waiting) == 0 {
 		delete(m.d.keys, key)
 		return nil
 	}
@@ -132,7 +136,7 @@ func (m *memStore) state(key string, now time.Time) *memKey {
 	if k := m.get(key, now); k != nil {
 		return k
 	}
-	k := &memKey{shares: map[string]*memShare{}}
+	k := &memKey{shares: map[string]*memShare{}, waiting: map[string]time.Time{}}
 	m.d.keys[key] = k
 	return k
 }
@@ -233,7 +237,7 @@ func (m *memStore) TryAcquireShare(ctx context.Context, key, token string, ttl t
 		return false, 0, 0, nil
 	case len(k.shares) > 0 && k.n != h.N && m.bug != bugNoMismatch:
 		return false, 0, 0, fmt.Errorf("memstore: %v while %v holders hold %q: %w", h, core.Hold{N: k.n}, key, core.ErrModeMismatch)
-	case !k.waitExp.IsZero() && m.bug != bugWaitIgnored:
+	case len(k.waiting) > 0 && m.bug != bugWaitIgnored:
 		return false, 0, 0, nil
 	}
 	slot := 0
@@ -302,7 +306,9 @@ func (m *memStore) ExtendShare(ctx context.Context, key, token string, ttl time.
 		}
 		return false, 0, nil
 	}
-	k.shares[token].exp = now.Add(ttl)
+	if m.bug != bugExtendShareKeepsTTL {
+		k.shares[token].exp = now.Add(ttl)
+	}
 	return true, m.shareFence(key, fenced), nil
 }
 
@@ -316,13 +322,20 @@ func (m *memStore) TryAcquireWaiting(ctx context.Context, key, token string, ttl
 	if m.free(k) || k.token == token {
 		k = m.state(key, now)
 		k.token, k.exp = token, now.Add(ttl)
-		if m.bug != bugWaitNotCleared {
-			k.waitExp = time.Time{}
+		switch m.bug {
+		case bugWaitNotCleared:
+		case bugWaitPerToken:
+			delete(k.waiting, token)
+		default:
+			clear(k.waiting)
 		}
 		return true, m.fence(key, fenced), nil
 	}
 	if len(k.shares) > 0 {
-		k.waitExp = now.Add(patience)
+		if m.bug != bugWaitPerToken {
+			clear(k.waiting) // one record per key, renewed by any waiter
+		}
+		k.waiting[token] = now.Add(patience)
 	}
 	return false, 0, nil
 }

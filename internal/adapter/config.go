@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/reqlock/reqlock/core"
@@ -27,6 +28,11 @@ type Config[R any] struct {
 	onError    func(R, error)
 	onBusy     func(R, error)
 	skip       func(R) bool
+	mode       core.Mode    // the route's mode: WithShared, WithPermits
+	permits    int          // n of WithPermits
+	sharedIf   func(R) bool // shared when true, else exclusive: WithSharedReads, WithSharedIf
+	modeBy     string       // the option that chose the mode, "" for none
+	maxNames   int          // WithMaxNames; 0: keyfunc.DefaultMaxNames
 	problems   []string
 }
 
@@ -124,6 +130,79 @@ func (c *Config[R]) SetMaxBody(n int64) {
 		c.Invalid("WithMaxBody(%d): must be positive", n)
 	}
 	c.maxBody = n
+}
+
+// MaxMaxNames is the largest bound WithMaxNames accepts: a request that
+// locks more names is better served by a coarser name.
+const MaxMaxNames = 1024
+
+// chooseMode records that the option opt chooses the route's mode; a
+// second such option is a problem, since a route has one mode.
+func (c *Config[R]) chooseMode(opt string) {
+	if c.modeBy != "" {
+		c.Invalid("%s: the route's lock mode is already chosen by %s", opt, c.modeBy)
+	}
+	c.modeBy = opt
+}
+
+// SetShared is WithShared: the route takes its names shared (core.Shared),
+// the read side of a read-write lock: its requests run together, never
+// beside a request that holds one of the names exclusively.
+func (c *Config[R]) SetShared() {
+	c.chooseMode("WithShared")
+	c.mode = core.ModeShared
+}
+
+// SetPermits is WithPermits: up to n requests hold each of the route's
+// names at once (core.Permits), each in its own slot (core.Lease.Slot). n
+// must be between 1 and core.MaxPermits.
+func (c *Config[R]) SetPermits(n int) {
+	if err := core.CheckCallOptions(core.Permits(n)); err != nil {
+		c.Invalid("WithPermits(%d): n must be between 1 and %d", n, core.MaxPermits)
+	}
+	c.chooseMode(fmt.Sprintf("WithPermits(%d)", n))
+	c.mode, c.permits = core.ModePermits, n
+}
+
+// SetSharedIf is WithSharedIf: a request for which f returns true takes
+// the names shared (core.Shared), the others exclusively; both on the same
+// names, so that the shared requests run together and never beside an
+// exclusive one.
+func (c *Config[R]) SetSharedIf(f func(R) bool) {
+	c.setSharedIf("WithSharedIf", f)
+}
+
+// SetSharedReads is WithSharedReads, for the HTTP adapters: GET and HEAD
+// requests take the names shared, other methods exclusively (SetSharedIf);
+// method gives a request's HTTP method.
+func (c *Config[R]) SetSharedReads(method func(R) string) {
+	if method == nil {
+		c.setSharedIf("WithSharedReads", nil)
+		return
+	}
+	c.setSharedIf("WithSharedReads", func(x R) bool {
+		m := method(x)
+		return m == http.MethodGet || m == http.MethodHead
+	})
+}
+
+func (c *Config[R]) setSharedIf(opt string, f func(R) bool) {
+	if f == nil {
+		c.Invalid("%s: nil function", opt)
+	}
+	c.chooseMode(opt)
+	c.sharedIf = f
+}
+
+// SetMaxNames is WithMaxNames: the most names one request's key may yield
+// (keyfunc.Func.Names), between 1 and MaxMaxNames (default
+// keyfunc.DefaultMaxNames); a request whose key yields more is refused
+// with an error wrapping keyfunc.ErrTooMany (HTTP 400).
+func (c *Config[R]) SetMaxNames(n int) {
+	if n < 1 || n > MaxMaxNames {
+		c.Invalid("WithMaxNames(%d): must be between 1 and %d", n, MaxMaxNames)
+	}
+	c.maxNames = n
 }
 
 // Apply applies opts, an adapter's options, to its config c, whose shared

@@ -17,6 +17,15 @@
 //     rest of the chain with the context it is given;
 //   - a Protocol: Answer writes a Failure the way the framework answers.
 //
+// Every adapter re-exports the lock-mode options as one-liners too:
+// WithShared (SetShared), WithPermits (SetPermits), WithSharedIf
+// (SetSharedIf), WithMaxNames (SetMaxNames), and WithSharedReads
+// (SetSharedReads: GET and HEAD shared) for HTTP or WithSharedMethods
+// (RPCConfig.SetSharedMethods: the read methods shared) for RPC. A key
+// that yields several names (keyfunc.All, a "[*]" field) is taken with
+// core.Locker.AcquireAll; the handler finds its lease, and so its
+// Lease.Slot under WithPermits, with core.LeaseFromContext.
+//
 // The RPC adapters (grpclock, connectlock, kratoslock) share more: RPC is
 // their flow, over calls (Call) that are refused with an error, and with
 // streams locked at their first message (RPC.Stream); their Option is a
@@ -52,6 +61,14 @@ type Protocol[R any] struct {
 	// Note, if set, is told of the errors that refuse nothing: the storage
 	// error of a request served unlocked (fail-open), a failed release.
 	Note func(x R, err error)
+	// Explain, if set, is given the Source the adapter built and the error
+	// of the derivation of its names (keyfunc.Func.Names), nil if it
+	// succeeded, and returns the error the request is refused with, nil to
+	// lock the names: an adapter whose Source notes why a part was missing
+	// (the middleware runs before routing) tells the server's mistake from
+	// the client's here. (The key runs on a Source that wraps src, so a
+	// key wrapper cannot find the adapter's Source.)
+	Explain func(src keyfunc.Source, err error) error
 }
 
 // Failure is a request that could not be locked, with its default HTTP
@@ -79,6 +96,8 @@ type Flow[R any] struct {
 	key    keyfunc.Func
 	proto  Protocol[R]
 	route  []core.CallOption // RouteTTL and RouteWait: the route's defaults
+	mode   core.CallOption   // Shared or Permits(n) for every request; nil: per request
+	shared core.CallOption   // core.Shared(), for the requests of sharedIf
 }
 
 // NewFlow checks an adapter's set-up and builds its flow. The error lists
@@ -94,6 +113,14 @@ func NewFlow[R any](pkg string, l *core.Locker, key keyfunc.Func, cfg *Config[R]
 	case l.Err() != nil:
 		lockerErr = l.Err()
 		problems = append(problems, "the Locker is unusable: "+lockerErr.Error())
+	case cfg.mode != core.ModeExclusive:
+		if err := l.CheckMode(cfg.mode); err != nil {
+			problems = append(problems, "the route's mode: "+err.Error())
+		}
+	case cfg.sharedIf != nil:
+		if err := l.CheckMode(core.ModeShared); err != nil {
+			problems = append(problems, "the route's shared requests: "+err.Error())
+		}
 	}
 	if key == nil {
 		problems = append(problems, "the key Func is nil")
@@ -105,7 +132,13 @@ func NewFlow[R any](pkg string, l *core.Locker, key keyfunc.Func, cfg *Config[R]
 		return nil, &setupError{msg: pkg + ": " + core.ErrInvalidOption.Error() + ": " + strings.Join(problems, "; "),
 			errs: []error{core.ErrInvalidOption, lockerErr}}
 	}
-	f := &Flow[R]{pkg: pkg, cfg: *cfg, locker: l, key: key, proto: p}
+	f := &Flow[R]{pkg: pkg, cfg: *cfg, locker: l, key: key, proto: p, shared: core.Shared()}
+	switch cfg.mode {
+	case core.ModeShared:
+		f.mode = core.Shared()
+	case core.ModePermits:
+		f.mode = core.Permits(cfg.permits)
+	}
 	if cfg.ttl > 0 {
 		f.route = append(f.route, core.RouteTTL(cfg.ttl))
 	}
@@ -168,28 +201,47 @@ func (f *Flow[R]) run(ctx context.Context, x R, lease *core.Lease, ok bool, next
 	next(held)
 }
 
-// Lock derives the name of x from src and takes its lock, with the TTL and
-// wait of the precedence rule of core.Locker.Acquire: WithTTLFunc's TTL
-// (core.TTL) > core.ContextWithTTL on ctx > WithTTL (core.RouteTTL) > the
-// Locker's; core.ContextWithWait on ctx > WithWait (core.RouteWait) > the
-// Locker's. src.Route() labels the acquire (core.Route).
+// Lock derives the names of x from src (keyfunc.Func.Names, bounded by
+// WithMaxNames) and takes their lock: one name with core.Locker.Acquire,
+// several with core.Locker.AcquireAll (all or none, in one canonical
+// order, so that requests that list the same names in different orders
+// cannot deadlock), in the route's mode (WithShared, WithPermits,
+// WithSharedReads / WithSharedIf per request; exclusive by default). The
+// TTL and wait follow the precedence rule of core.Locker.Acquire:
+// WithTTLFunc's TTL (core.TTL) > core.ContextWithTTL on ctx > WithTTL
+// (core.RouteTTL) > the Locker's; core.ContextWithWait on ctx > WithWait
+// (core.RouteWait) > the Locker's. src.Route() labels the acquire
+// (core.Route).
 //
 // It returns the lease and true when locked; nil and true when the store is
 // unavailable and the flow fails open (the request runs unlocked); nil and
 // false when the request was refused, after answering it: custom handlers
 // first (never for a gone client), else the Protocol's Answer.
 func (f *Flow[R]) Lock(ctx context.Context, x R, src keyfunc.Source) (*core.Lease, bool) {
-	name, err := f.key(src)
+	names, err := f.names(src)
 	if err != nil {
 		f.refuse(x, Classify(err), err)
 		return nil, false
 	}
-	return f.lockName(ctx, x, name, src.Route())
+	return f.lockNames(ctx, x, names, src.Route())
 }
 
-// lockName is Lock once the name is known.
-func (f *Flow[R]) lockName(ctx context.Context, x R, name, route string) (*core.Lease, bool) {
-	lease, err := f.acquire(ctx, x, name, route)
+// names derives the names of a request from src, with the error the
+// request is refused with.
+func (f *Flow[R]) names(src keyfunc.Source) ([]string, error) {
+	names, err := f.key.Names(src, f.cfg.maxNames)
+	if f.proto.Explain != nil {
+		err = f.proto.Explain(src, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// lockNames is Lock once the names are known.
+func (f *Flow[R]) lockNames(ctx context.Context, x R, names []string, route string) (*core.Lease, bool) {
+	lease, err := f.acquire(ctx, x, names, route)
 	switch o := core.Classify(err); {
 	case err == nil:
 		return lease, true
@@ -207,18 +259,30 @@ func (f *Flow[R]) lockName(ctx context.Context, x R, name, route string) (*core.
 	}
 }
 
-// acquire takes name with the call options of the route and of x. A context
-// cancelled once its deadline has passed is reported as
+// acquire takes names (one or more) with the call options of the route and
+// of x. A context cancelled once its deadline has passed is reported as
 // context.DeadlineExceeded: servers cancel a call at its deadline (gRPC
 // closes the stream), and the deadline is then the cause that matters.
-func (f *Flow[R]) acquire(ctx context.Context, x R, name, route string) (*core.Lease, error) {
+func (f *Flow[R]) acquire(ctx context.Context, x R, names []string, route string) (*core.Lease, error) {
 	opts := append(f.route[:len(f.route):len(f.route)], core.Route(route))
 	if f.cfg.ttlFunc != nil {
 		if ttl := f.cfg.ttlFunc(x); ttl > 0 {
 			opts = append(opts, core.TTL(ttl))
 		}
 	}
-	lease, err := f.locker.Acquire(ctx, name, opts...)
+	switch {
+	case f.mode != nil:
+		opts = append(opts, f.mode)
+	case f.cfg.sharedIf != nil && f.cfg.sharedIf(x):
+		opts = append(opts, f.shared)
+	}
+	var lease *core.Lease
+	var err error
+	if len(names) == 1 {
+		lease, err = f.locker.Acquire(ctx, names[0], opts...)
+	} else {
+		lease, err = f.locker.AcquireAll(ctx, names, opts...)
+	}
 	if errors.Is(err, context.Canceled) {
 		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 			err = fmt.Errorf("%s: the call was cancelled at its deadline: %w", f.pkg, context.DeadlineExceeded)
@@ -283,10 +347,10 @@ func (f *Flow[R]) Release(ctx context.Context, x R, lease *core.Lease, stop func
 }
 
 // Classify returns the outcome of an error of a key Func or of Acquire:
-// core.OutcomeBadRequest for a missing or unreadable key part, else
-// core.Classify's.
+// core.OutcomeBadRequest for a missing or unreadable key part or too many
+// names, else core.Classify's.
 func Classify(err error) core.Outcome {
-	if errors.Is(err, keyfunc.ErrMissing) || errors.Is(err, keyfunc.ErrUnreadable) {
+	if errors.Is(err, keyfunc.ErrMissing) || errors.Is(err, keyfunc.ErrUnreadable) || errors.Is(err, keyfunc.ErrTooMany) {
 		return core.OutcomeBadRequest
 	}
 	return core.Classify(err)

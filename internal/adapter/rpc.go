@@ -56,6 +56,36 @@ func (c *RPCConfig) SetErrorHandler(f func(ctx context.Context, err error) error
 	c.onError = f
 }
 
+// SetSharedIf is WithSharedIf: a call for which f returns true takes the
+// names shared (core.Shared), the others exclusively.
+func (c *RPCConfig) SetSharedIf(f func(ctx context.Context, method string) bool) {
+	if f == nil {
+		c.Config.SetSharedIf(nil)
+		return
+	}
+	c.Config.SetSharedIf(func(x *Call) bool { return f(x.Ctx, x.Method) })
+}
+
+// SetSharedMethods is WithSharedMethods, the RPC form of WithSharedReads:
+// calls of methods (full methods, procedures or operations, as the
+// Source's Route gives them: "/orders.v1.Orders/Get") take the names
+// shared, calls of other methods exclusively, so that reads run together
+// and never beside a write of the same names. At least one method is
+// needed; an empty one is invalid.
+func (c *RPCConfig) SetSharedMethods(methods ...string) {
+	reads := make(map[string]bool, len(methods))
+	for _, m := range methods {
+		if m == "" {
+			c.Invalid("WithSharedMethods: an empty method")
+		}
+		reads[m] = true
+	}
+	if len(methods) == 0 {
+		c.Invalid("WithSharedMethods: no methods")
+	}
+	c.setSharedIf("WithSharedMethods", func(x *Call) bool { return reads[x.Method] })
+}
+
 // RPC is the flow of an RPC adapter. It is built once, by NewRPC, and is safe
 // for concurrent use.
 type RPC struct{ flow *Flow[*Call] }
@@ -125,6 +155,8 @@ type beforeMessage struct{ keyfunc.Source }
 
 func (beforeMessage) Field(string) (string, error) { return "", errNeedMessage }
 
+func (beforeMessage) Fields(string) ([]string, error) { return nil, errNeedMessage }
+
 // Stream runs a stream. src returns its Source given a received message (nil
 // before the first). When the key needs no message field, the stream is
 // locked before next runs, as Unary does, and next gets a nil *Stream. When
@@ -138,7 +170,7 @@ func (r *RPC) Stream(ctx context.Context, src func(msg any) keyfunc.Source, next
 	if f.cfg.skip != nil && f.cfg.skip(x) {
 		return next(ctx, nil)
 	}
-	name, kerr := f.key(beforeMessage{first})
+	names, kerr := f.names(beforeMessage{first})
 	switch {
 	case errors.Is(kerr, errNeedMessage):
 		s := newStream(f, ctx, x.Method, src)
@@ -148,7 +180,7 @@ func (r *RPC) Stream(ctx context.Context, src func(msg any) keyfunc.Source, next
 		f.refuse(x, Classify(kerr), kerr)
 		return x.Err
 	}
-	lease, ok := f.lockName(ctx, x, name, first.Route())
+	lease, ok := f.lockNames(ctx, x, names, first.Route())
 	f.run(ctx, x, lease, ok, func(ctx context.Context) { err = next(ctx, nil) })
 	if x.Err != nil {
 		return x.Err

@@ -1,6 +1,8 @@
 // Package adaptertest holds the test scaffolding that the adapters' tests
 // share: a TestMain with a shared redis-server and a leak check, a round-trip
-// counter, unique names and a barrier that proves requests run in parallel.
+// counter, unique names and a barrier that proves requests run in parallel,
+// and the lock-mode scenarios (RunModes) that every HTTP adapter runs with
+// a constructor of its own handlers.
 package adaptertest
 
 import (

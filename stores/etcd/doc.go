@@ -1,8 +1,9 @@
 // Package etcdstore keeps reqlock's locks in etcd (v3 API, through
 // go.etcd.io/etcd/client/v3): a core.Store, with push wake-ups for waiters
 // (core.Notifier), failed releases finished in the background
-// (core.Undoer) and the TTL etcd really holds (core.TTLRounder), for a
-// Locker built with core.NewWithStore.
+// (core.Undoer), the TTL etcd really holds (core.TTLRounder), shared holds
+// and numbered permits (core.Sharer) and several names in one transaction
+// (core.MultiAcquirer), for a Locker built with core.NewWithStore.
 //
 //	client, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 //	...
@@ -41,6 +42,72 @@
 //     expiries alike. The watch starts at the revision at which the waiter's
 //     attempt found the key held, so that a release in between is not
 //     missed.
+//
+// # Shares and permits
+//
+// The store is a core.Sharer: core.Shared (the read side of a read-write
+// lock) and core.Permits(n) (n numbered slots). Each share is an etcd key of
+// its own, bound to a lease of its own of the share's TTL, so that a share
+// whose holder died expires at its own TTL whatever the others do. The keys
+// of the shares of a lock key k are in its holders' range, k followed by a
+// NUL byte and "h/":
+//
+//	k\x00h/s/<token>      a shared hold (its value is the token)
+//	k\x00h/p/<n>/<slot>   slot 0..n-1 of Permits(n) (its value is the token)
+//	k\x00w                 the record of a waiting exclusive holder
+//
+// (A lock key made of another's, a NUL byte and "h/..." would count as a
+// share of that lock: it could keep it busy, never let two holders in.)
+//
+// etcd compares whole ranges of keys in a transaction ("no key in [a, b)"
+// is a create revision of 0 over the range), so every rule is checked in the
+// transaction that takes a hold, with no marker in k to keep up to date:
+//
+//   - an exclusive acquire puts k only if k does not exist and the holders'
+//     range is empty; the exclusive Release, Extend and Undo compare k's
+//     value with their token, so a share's token never touches k;
+//   - a share is put only if k does not exist (no exclusive holder), the
+//     waiter record does not exist, no key of another mode is in the
+//     holders' range (the mode, shared or n, is part of the key: a hold in
+//     another mode is core.ErrModeMismatch), and, for permits, its slot's key
+//     does not exist. There are n slot keys, so never more than n holders,
+//     never two in one slot. The first attempt tries slot 0; when it is
+//     taken, the transaction's failure branch reads the live shares, and the
+//     next attempt tries the lowest free slot;
+//   - TryAcquireWaiting, when live shares make it fail, puts the waiter
+//     record on a lease of its patience: no share is taken while it exists,
+//     even once the shares drained, until the waiter takes k (the
+//     transaction that puts k deletes the record) or gives up (the record
+//     expires). Writers do not starve.
+//
+// Fences of shares are the create revisions of their keys, drawn from
+// etcd's one revision counter like the fences of exclusive holds. Watches
+// (core.WithNotify) cover k and its holders' range: a waiter wakes when the
+// exclusive holder or a share goes.
+//
+// This is the layout of Curator's InterProcessReadWriteLock and
+// InterProcessSemaphoreV2 (a node per holder under the lock's path, which
+// dies with its session) and of etcd's own client/v3/concurrency (a key per
+// holder bound to its session's lease), with range compares in place of
+// their queues of waiters: a share attempt that fails is retried by the
+// Locker, as an exclusive one is.
+//
+// Round trips: an acquire of a share is one transaction (with a kept lease
+// renewed in parallel; two round trips with a new grant), one more when the
+// slot it tried was taken meanwhile; a release and an extend of the same
+// TTL are one (a release or extend through another Store than the one that
+// took the share reads the holders' range first: one more); a waiting
+// exclusive attempt that shares make fail is two.
+//
+// # Several names at once
+//
+// The store is a core.MultiAcquirer: TryAcquireAll compares, for each key,
+// that it does not exist and that its holders' range is empty, and puts
+// them all in the same transaction, bound to one lease (which is then never
+// reused for another lock: WithLeasePool): all or none, in one round trip
+// (two with a new grant). Up to 64 keys (etcd refuses transactions of more
+// than 128 operations by default); more are core.ErrNotAtomic, and the
+// Locker takes them one by one.
 //
 // # Leases and round trips
 //

@@ -42,8 +42,9 @@ type busy struct {
 // waiter starts next begins there and misses no release in between.
 func (s *Store) Announce() { s.announced.Store(true) }
 
-// Watch returns a channel that receives a value when key is deleted: by a
-// release through any client, or by the expiry of its holder's lease. The
+// Watch returns a channel that receives a value when key is deleted, or one
+// of its shares (see Sharer in the package documentation): by a release
+// through any client, or by the expiry of its holder's lease. The
 // watchers of one key share one etcd watch of the key's deletions, started
 // at the revision at which this store last found the key held (when that
 // was recent and Announce was called), so that a release in between is not
@@ -98,7 +99,7 @@ func (s *Store) sawHeld(key string, rev int64) {
 	s.busyRev[key] = busy{rev: rev, at: time.Now()}
 }
 
-// watch runs the etcd watch of key's deletions for group g until ctx ends,
+// watch runs the etcd watch of the deletions of key and its shares for group g until ctx ends,
 // from the revision after rev when rev > 0, from now otherwise; a watch
 // that ends on its own is made again after a pause, from the revision
 // after the last deletion it reported.
@@ -106,7 +107,9 @@ func (s *Store) watch(ctx context.Context, key string, g *group, rev int64) {
 	defer s.wg.Done()
 	k := s.prefix + key
 	for {
-		opts := []clientv3.OpOption{clientv3.WithFilterPut()}
+		// The range from k to the end of its holders' range: k and its
+		// shares (the waiter record sorts after it).
+		opts := []clientv3.OpOption{clientv3.WithFilterPut(), clientv3.WithRange(clientv3.GetPrefixRangeEnd(holders(k)))}
 		if rev > 0 {
 			opts = append(opts, clientv3.WithRev(rev+1))
 		}

@@ -86,9 +86,14 @@ func (s *Store) put(l lease) {
 
 // hold records l as the lease of the lock of token on key k.
 func (s *Store) hold(k, token string, l lease) {
+	s.holdLease(k, token, heldLease{lease: l})
+}
+
+// holdLease records h as the lease of the lock of token on key k.
+func (s *Store) holdLease(k, token string, h heldLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.held[heldKey{k, token}] = heldLease{lease: l}
+	s.held[heldKey{k, token}] = h
 	if len(s.held) < s.sweepAt {
 		return
 	}
@@ -100,7 +105,37 @@ func (s *Store) hold(k, token string, l lease) {
 			delete(s.held, hk)
 		}
 	}
+	for hk, ck := range s.shares {
+		if _, ok := s.held[heldKey{ck, hk.token}]; !ok {
+			delete(s.shares, hk)
+		}
+	}
 	s.sweepAt = max(minSweep, 2*len(s.held))
+}
+
+// holdShare records l as the lease of token's share of key k, kept in the
+// etcd key ck.
+func (s *Store) holdShare(k, ck, token string, l lease) {
+	s.mu.Lock()
+	s.shares[heldKey{k, token}] = ck
+	s.mu.Unlock()
+	s.hold(ck, token, l)
+}
+
+// shareKey returns the etcd key of token's share of key k, if this store
+// took it.
+func (s *Store) shareKey(k, token string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ck, ok := s.shares[heldKey{k, token}]
+	return ck, ok
+}
+
+// forgetShare drops the memory of token's share of key k.
+func (s *Store) forgetShare(k, token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.shares, heldKey{k, token})
 }
 
 // renewed records that lease id of the lock of token on key k was renewed

@@ -24,11 +24,14 @@ import (
 
 // The capabilities of a Store, checked by the compiler.
 var (
-	_ core.Store      = (*Store)(nil)
-	_ core.Notifier   = (*Store)(nil)
-	_ core.Undoer     = (*Store)(nil)
-	_ core.TTLRounder = (*Store)(nil)
-	_ io.Closer       = (*Store)(nil)
+	_ core.Store         = (*Store)(nil)
+	_ core.Notifier      = (*Store)(nil)
+	_ core.Undoer        = (*Store)(nil)
+	_ core.TTLRounder    = (*Store)(nil)
+	_ core.Sharer        = (*Store)(nil)
+	_ core.ShareUndoer   = (*Store)(nil)
+	_ core.MultiAcquirer = (*Store)(nil)
+	_ io.Closer          = (*Store)(nil)
 )
 
 // Store is a core.Store that keeps locks in etcd. Build it with New and
@@ -49,6 +52,8 @@ type Store struct {
 	pool    map[int64][]lease     // unused leases by granted TTL, oldest first (pool.go)
 	pooled  int                   // leases in pool
 	held    map[heldKey]heldLease // the leases of locks taken through this store
+	shares  map[heldKey]string    // the etcd keys of shares taken through this store, by lock key and token
+	waiting map[string]lease      // the lease of the waiter record this store last put, by its etcd key
 	sweepAt int                   // len(held) at which expired entries are swept
 	groups  map[string]*group     // the shared watches of keys with waiters (notify.go)
 	busyRev map[string]busy       // the revision at which a key was last seen held (notify.go)
@@ -78,6 +83,9 @@ type heldKey struct{ key, token string }
 // heldLease is the lease of a held lock.
 type heldLease struct {
 	lease
+	// multi marks a lease that several keys share (TryAcquireAll): it is
+	// never kept for reuse, since a key may still be bound to it.
+	multi bool
 }
 
 // New returns a Store that keeps its locks in the etcd cluster behind
@@ -115,6 +123,8 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 		spares:  cfg.pool,
 		pool:    make(map[int64][]lease),
 		held:    make(map[heldKey]heldLease),
+		shares:  make(map[heldKey]string),
+		waiting: make(map[string]lease),
 		sweepAt: minSweep,
 		groups:  make(map[string]*group),
 		busyRev: make(map[string]busy),
@@ -158,8 +168,10 @@ func (s *Store) StoreTTL(ttl time.Duration) time.Duration {
 }
 
 // TryAcquire takes key for token in one transaction: if the key does not
-// exist (its create revision is 0), put it with token as its value, bound
-// to a lease of ttl (rounded up to whole seconds); else read it. A key that
+// exist (its create revision is 0) and no share of it is live (no key in
+// its holders' range: see Sharer in the package documentation), put it with
+// token as its value, bound to a lease of ttl (rounded up to whole
+// seconds); else read it. A key that
 // holds token already (an attempt sent again) counts as acquired and is
 // bound to a new lease of ttl, which resets its TTL. With fenced, the fence
 // is the key's create revision: etcd's revision counter only grows, so every
@@ -180,33 +192,46 @@ func (s *Store) StoreTTL(ttl time.Duration) time.Duration {
 // the etcd leader from the grant or the last renewal; the revocation only
 // frees it sooner.
 func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	ok, fence, _, err := s.tryAcquire(ctx, key, token, ttl, fenced, false)
+	return ok, fence, err
+}
+
+// tryAcquire is TryAcquire; with waiting, the transaction that takes key
+// also deletes its waiter record (see TryAcquireWaiting). byShares reports
+// an attempt that failed because shares of key are live.
+func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced, waiting bool) (ok bool, fence int64, byShares bool, err error) {
 	k := s.prefix + key
 	secs := seconds(ttl)
 	start := time.Now()
 	resp, l, err := s.txnWithLease(ctx, secs, func(id clientv3.LeaseID) clientv3.Op {
+		then := []clientv3.Op{clientv3.OpPut(k, token, clientv3.WithLease(id))}
+		if waiting {
+			then = append(then, clientv3.OpDelete(waiterKey(k)))
+		}
 		return clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
-			[]clientv3.Op{clientv3.OpPut(k, token, clientv3.WithLease(id))},
-			[]clientv3.Op{clientv3.OpGet(k)},
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0), noShares(k)},
+			then,
+			[]clientv3.Op{clientv3.OpGet(k), clientv3.OpGet(holders(k), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))},
 		)
 	})
 	switch {
 	case errors.Is(err, errLeaseLost):
-		return false, 0, nil
+		return false, 0, false, nil
 	case err != nil:
 		s.undo(ctx, l.id, start, l.expiry())
-		return false, 0, s.errorf("acquire", key, err)
+		return false, 0, false, s.errorf("acquire", key, err)
 	case resp.Succeeded:
 		s.hold(k, token, l)
-		return true, fenceOf(fenced, resp.Header.Revision), nil
+		return true, fenceOf(fenced, resp.Header.Revision), false, nil
 	}
 	kv := rangeKV(resp)
 	if kv == nil || string(kv.Value) != token {
 		s.put(l)
-		if kv != nil && s.announced.Load() {
+		byShares = kv == nil && len(resp.Responses) > 1 && len(resp.Responses[1].GetResponseRange().GetKvs()) > 0
+		if (kv != nil || byShares) && s.announced.Load() {
 			s.sawHeld(key, resp.Header.Revision)
 		}
-		return false, 0, nil
+		return false, 0, byShares, nil
 	}
 	if l.id != clientv3.NoLease && clientv3.LeaseID(kv.Lease) == l.id {
 		// This very transaction was applied twice (a transmission whose
@@ -215,7 +240,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		// another acquisition would bind its key to it too (and a revoke
 		// or an expiry of one would end both).
 		s.hold(k, token, l)
-		return true, fenceOf(fenced, kv.CreateRevision), nil
+		return true, fenceOf(fenced, kv.CreateRevision), false, nil
 	}
 	// An attempt sent again: the key is ours, bound to the lease of the
 	// first transmission. Bind it to a lease of this attempt's TTL.
@@ -225,9 +250,14 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		// The key may be bound to either lease: revoke both.
 		s.undo(ctx, clientv3.LeaseID(kv.Lease), start, time.Now().Add(time.Duration(s.leaseSecs(secs))*time.Second))
 		s.undo(ctx, used.id, start, used.expiry())
-		return false, 0, s.errorf("acquire", key, err)
+		return false, 0, false, s.errorf("acquire", key, err)
 	}
-	return ok, fenceOf(ok && fenced, kv.CreateRevision), nil
+	if ok && waiting {
+		// The first transmission deleted the waiter record, which a
+		// waiter may have put again since: the holder clears it.
+		_, _ = s.client.Delete(ctx, waiterKey(k))
+	}
+	return ok, fenceOf(ok && fenced, kv.CreateRevision), false, nil
 }
 
 // Release deletes key in one transaction if its value is token, and
@@ -236,19 +266,24 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 // server: no round trip is spent on revoking it. The deletion wakes the
 // watchers of key (see Watch).
 func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
-	k := s.prefix + key
+	return s.release(ctx, "release", key, s.prefix+key, token)
+}
+
+// release deletes k, the etcd key of key or of one of its shares, if its
+// value is token (see Release).
+func (s *Store) release(ctx context.Context, op, key, k, token string) (bool, error) {
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.Value(k), "=", token)).
 		Then(clientv3.OpDelete(k, clientv3.WithPrevKV())).
 		Commit()
 	if err != nil {
-		return false, s.errorf("release", key, err)
+		return false, s.errorf(op, key, err)
 	}
 	h, had := s.forget(k, token)
 	if !resp.Succeeded {
 		return false, nil
 	}
-	if prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs(); had && len(prev) == 1 && clientv3.LeaseID(prev[0].Lease) == h.id {
+	if prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs(); had && !h.multi && len(prev) == 1 && clientv3.LeaseID(prev[0].Lease) == h.id {
 		s.put(h.lease)
 	}
 	return true, nil
@@ -263,12 +298,17 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 // guarded by the value (a kept lease, renewed in parallel: one round trip;
 // or a new grant: two). A lost lease reports false.
 func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
-	k := s.prefix + key
+	return s.extend(ctx, "extend", key, s.prefix+key, token, ttl, fenced)
+}
+
+// extend resets the TTL of k, the etcd key of key or of one of its shares,
+// if its value is token (see Extend).
+func (s *Store) extend(ctx context.Context, op, key, k, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	secs := seconds(ttl)
 	if h, ok := s.heldLease(k, token); ok && h.ttl == s.leaseSecs(secs) {
 		ok, fence, done, err := s.renew(ctx, k, token, h, fenced)
 		if err != nil {
-			return false, 0, s.errorf("extend", key, err)
+			return false, 0, s.errorf(op, key, err)
 		}
 		if done {
 			return ok, fence, nil
@@ -276,7 +316,7 @@ func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration
 	}
 	ok, fence, _, err := s.reattach(ctx, k, token, secs, fenced)
 	if err != nil {
-		return false, 0, s.errorf("extend", key, err)
+		return false, 0, s.errorf(op, key, err)
 	}
 	return ok, fence, nil
 }
@@ -349,7 +389,7 @@ func (s *Store) reattach(ctx context.Context, k, token string, secs int64, fence
 	}
 	old, had := s.forget(k, token)
 	s.hold(k, token, l)
-	if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); had && prev != nil && clientv3.LeaseID(prev.Lease) == old.id && old.id != l.id {
+	if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); had && !old.multi && prev != nil && clientv3.LeaseID(prev.Lease) == old.id && old.id != l.id {
 		s.put(old.lease)
 	}
 	return true, fenceOf(fenced, resp.Header.Revision), lease{}, nil
@@ -368,11 +408,16 @@ var errLeaseLost = errors.New("etcdstore: the lease expired before its renewal")
 // transaction succeeded but the kept lease's renewal failed, the error is
 // errLeaseLost (the lease had expired) or the renewal's.
 func (s *Store) txnWithLease(ctx context.Context, secs int64, op func(clientv3.LeaseID) clientv3.Op) (*clientv3.TxnResponse, lease, error) {
+	return s.txnWith(ctx, secs, s.take, op)
+}
+
+// txnWith is txnWithLease with the kept lease that take returns, if any.
+func (s *Store) txnWith(ctx context.Context, secs int64, take func(secs int64) (lease, bool), op func(clientv3.LeaseID) clientv3.Op) (*clientv3.TxnResponse, lease, error) {
 	for retry := false; ; retry = true {
 		var l lease
 		kept := false
 		if !retry {
-			l, kept = s.take(secs)
+			l, kept = take(secs)
 		}
 		if !kept {
 			var err error

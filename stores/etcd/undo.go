@@ -57,7 +57,8 @@ func (s *Store) undo(ctx context.Context, id clientv3.LeaseID, start, until time
 }
 
 // Undo is part of core.Undoer: it deletes key if it holds token, in the
-// transaction of Release (compare-and-delete), at once within ctx if ctx
+// transaction of Release (compare-and-delete), or else token's share of key
+// if this store took one (see ReleaseShare), at once within ctx if ctx
 // has time left, then in the background every 250 ms, each try bounded by
 // ctx's timeout (the Locker's I/O timeout), until etcd answers one (the key
 // is deleted, or holds another token or none: either way nothing of
@@ -73,18 +74,30 @@ func (s *Store) undo(ctx context.Context, id clientv3.LeaseID, start, until time
 // left to release it.
 func (s *Store) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	k := s.prefix + key
+	ck, share := s.shareKey(k, token)
 	s.retry(ctx, sent, sent.Add(s.StoreTTL(ttl)+expiryLag), func(ctx context.Context) bool {
-		_, err := s.client.Txn(ctx).
+		txn := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.Value(k), "=", token)).
-			Then(clientv3.OpDelete(k)).
-			Commit()
-		if err != nil {
+			Then(clientv3.OpDelete(k))
+		if share {
+			// Or token's share, if this store took one.
+			txn = txn.Else(clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(ck), "=", token)},
+				[]clientv3.Op{clientv3.OpDelete(ck)},
+				nil,
+			))
+		}
+		if _, err := txn.Commit(); err != nil {
 			return false
 		}
 		// Deleted, or not held by token: its lease, if this store took
 		// it, expires on the server (its state is not known well enough
 		// to keep it for reuse).
 		s.forget(k, token)
+		if share {
+			s.forget(ck, token)
+			s.forgetShare(k, token)
+		}
 		return true
 	})
 }
@@ -141,4 +154,11 @@ func (s *Store) retry(ctx context.Context, start, until time.Time, try func(cont
 func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) bool {
 	_, err := s.client.Revoke(ctx, id)
 	return err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)
+}
+
+// UndoShare removes token's share of key in the background, as Undo does
+// (Undo removes a share this store took as well as a lock): the Locker
+// calls it when a share's release failed (core.ShareUndoer).
+func (s *Store) UndoShare(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	s.Undo(ctx, key, token, ttl, sent)
 }

@@ -1,6 +1,6 @@
 // Package memcachedstore keeps reqlock's locks in memcached, through the
-// github.com/bradfitz/gomemcache client: a core.Store for
-// core.NewWithStore.
+// github.com/bradfitz/gomemcache client: a core.Store, with shared holds and
+// numbered permits (core.Sharer), for core.NewWithStore.
 //
 //	client := memcache.New("127.0.0.1:11211")
 //	store, err := memcachedstore.New(client, memcachedstore.WithServerClock("127.0.0.1:11211"))
@@ -32,6 +32,71 @@
 // is atomic on the server where it needs to be: add and cas are checked by
 // memcached itself, and a cas fails when the item changed after its gets
 // (another holder's add after an expiry gives the item a new CAS unique).
+//
+// # Shares and permits
+//
+// The store is a core.Sharer: core.Shared (the read side of a read-write
+// lock, Curator's InterProcessReadWriteLock, Redisson's RReadWriteLock) and
+// core.Permits(n) (n numbered slots, Curator's InterProcessSemaphoreV2).
+// memcached has one atomic primitive on one item, gets and cas, and expires
+// items by its own clock; so:
+//
+//   - While shares are live, the lock's item holds, instead of a token, a
+//     list of the shares, which no token equals (it begins with a NUL byte):
+//     the mode (shared, or n), and for each share its token, its slot and the
+//     expiration its share item was given. Every change of the list is a gets
+//     and a cas of the lock's item, started again when the item changed in
+//     between.
+//   - Each share also has a share item of its own (the key, ":share:" and
+//     the token), whose value is the token, set with the share's TTL (rounded
+//     as TTLs are): memcached expires it by itself, at its own TTL, whatever
+//     the others do. A share is live while it is listed and its share item
+//     holds its token; each share operation reads the listed share items (one
+//     gets of them all) and drops the expired ones from the list. So the
+//     expiry of a share is judged by memcached's clock alone, never by the
+//     clocks of the processes that share the lock.
+//   - The lock's item is given the longest expiration in its list, plus two
+//     seconds, at each change: it outlives every live share (a new share's
+//     item is set before it is listed; an extend raises the list's entry
+//     before the share item). An exclusive TryAcquire fails while the item
+//     lists a live share (its add fails, and so does the comparison of
+//     Release and Extend with its token); when the list holds none any more,
+//     the item is free: TryAcquire takes it by cas. While a token holds the
+//     item, every share attempt fails.
+//   - Permits(n) gives a new share the lowest slot that no live share of the
+//     list holds, and fails when the n slots are live: the cas makes two
+//     attempts that read the same list store one of them only, so never more
+//     than n holders, never two in one slot. A share in another mode than the
+//     live ones' is core.ErrModeMismatch.
+//   - TryAcquireWaiting, when live shares make it fail, sets the waiter
+//     record (an item of its own, the key and ":waiter", with the expiration
+//     of its patience) and then stores the lock's item again by cas, which
+//     changes its CAS unique: a share attempt that read the item before the
+//     record fails its cas, and sees the record when it reads again. No share
+//     is taken while the record lives, even once the shares drained, until
+//     the waiter takes the key (and deletes the record) or the record
+//     expires. Writers do not starve.
+//   - Fences (core.WithFencing) of shares are drawn from the key's counter,
+//     like those of exclusive holds.
+//
+// Round trips: the first share of a free key is three (gets of the lock's
+// item, the waiter record and the share item together; set of the share
+// item; add of the list); a share of a key with live shares four (the gets
+// of the listed share items, then a cas instead of the add); a release three
+// (gets; cas, or the cas that frees the item when the list is empty; delete
+// of the share item); an extend three (gets, cas of the list, cas of the
+// share item); one more (incr) with fencing. An exclusive attempt on a key
+// that shares hold is three (add, gets, the gets of the share items), and
+// five when it records a waiting writer (TryAcquireWaiting: the set of the
+// record and the cas of the lock's item besides); a waiting writer that takes the key
+// deletes the record (one more). A share attempt on a key held exclusively
+// is one.
+// Under contention a cas may fail and the operation starts again (up to five
+// times, after which a share attempt fails and the Locker tries again).
+//
+// The store is no core.MultiAcquirer: memcached changes one item at a
+// time, so core.Locker.AcquireAll takes the names one by one, in its
+// canonical order.
 //
 // # TTL resolution
 //
@@ -86,7 +151,8 @@
 //
 //   - Eviction: memcached evicts items under memory pressure, locks included:
 //     an evicted lock is free for another holder while its first holder
-//     still works. Give memcached enough memory for its locks, or run it
+//     still works; an evicted share item frees its share, and an evicted
+//     list frees the key of all its shares. Give memcached enough memory for its locks, or run it
 //     with -M (errors instead of evictions: a full server then fails
 //     acquires with an error, reported as core.ErrStorage, instead of
 //     breaking mutual exclusion), preferably an instance of its own.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ type Store struct {
 var (
 	_ core.Store  = (*Store)(nil)
 	_ core.Undoer = (*Store)(nil)
+	_ core.Sharer = (*Store)(nil)
 
 	// errContention reports a compare-and-swap that kept failing because the
 	// item kept changing (the holder's own concurrent Extends).
@@ -98,15 +100,28 @@ func expiration(ttl time.Duration) (int32, error) {
 // TryAcquire takes key for token with memcached's add (see the package
 // documentation). When the key is taken, it checks with gets whether it
 // holds token already (an attempt sent again), and then resets its TTL by
-// cas. With fenced, it then draws the next fence from the key's counter.
+// cas; or whether it lists shares none of which is live any more (see
+// Shares in the package documentation), and then takes it by cas. With
+// fenced, it then draws the next fence from the key's counter.
 //
 // An attempt that fails after its add may have reached memcached is undone
 // by a compare-and-delete of its token, at once within ctx if ctx has time
 // left, then in the background (internal/undo).
 func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	return s.acquire(ctx, key, token, ttl, fenced, 0)
+}
+
+// acquire is TryAcquire, and with a patience above 0 TryAcquireWaiting.
+func (s *Store) acquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool, patience time.Duration) (bool, int64, error) {
 	exp, err := expiration(ttl)
 	if err != nil {
 		return false, 0, err
+	}
+	var wexp int32
+	if patience > 0 {
+		if wexp, err = expiration(patience); err != nil {
+			return false, 0, fmt.Errorf("memcachedstore: patience: %w", err)
+		}
 	}
 	k := itemKey(key)
 	sent := time.Now()
@@ -116,8 +131,9 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	switch {
 	case err == nil:
 	case errors.Is(err, memcache.ErrNotStored):
-		// Taken: by this token, if this attempt was sent before.
-		ok, err := s.compareAndExtend(ctx, k, token, exp)
+		// Taken: by this token, if this attempt was sent before; or by
+		// shares, which may all have expired.
+		ok, err := s.takeHeld(ctx, key, k, token, exp, wexp)
 		if err != nil {
 			s.undo(ctx, k, token, ttl, sent)
 			return false, 0, fmt.Errorf("memcachedstore: acquire %s: %w", key, err)
@@ -131,6 +147,11 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		}
 		return false, 0, fmt.Errorf("memcachedstore: acquire %s: %w", key, err)
 	}
+	if patience > 0 {
+		// Taken: clear the waiter record (it expires by itself if this
+		// fails).
+		_ = s.do(ctx, func() error { return s.client.Delete(waiterKey(key)) })
+	}
 	if !fenced {
 		return true, 0, nil
 	}
@@ -139,6 +160,70 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		s.undo(ctx, k, token, ttl, sent)
 	}
 	return fence > 0, fence, err
+}
+
+// takeHeld takes k, which add found taken, for token with the expiration
+// exp, by cas: when it holds token (an attempt sent again), or lists no
+// live share. When it lists live shares and wexp > 0, it records a waiting
+// exclusive holder with that expiration, and then stores k again by cas.
+func (s *Store) takeHeld(ctx context.Context, key, k, token string, exp, wexp int32) (bool, error) {
+	recorded, shared := false, false
+	for try := 0; try < maxShareRounds; try++ {
+		if err := pause(ctx, try); err != nil {
+			return false, err
+		}
+		if try >= casTries && !recorded {
+			break // only the record's cas goes on (see below)
+		}
+		it, err := s.get(ctx, k)
+		if err != nil || it == nil {
+			return false, err
+		}
+		next := memcache.Item{Key: k, Value: []byte(token), Expiration: exp, CasID: it.CasID}
+		if string(it.Value) != token {
+			list, ok, err := decodeShares(it.Value)
+			if err != nil || !ok {
+				return false, err
+			}
+			shared = true
+			if list, err = s.live(ctx, key, list); err != nil {
+				return false, err
+			}
+			if len(list.entries) > 0 {
+				if wexp == 0 {
+					return false, nil
+				}
+				if !recorded {
+					if err := s.do(ctx, func() error {
+						return s.client.Set(&memcache.Item{Key: waiterKey(key), Expiration: wexp})
+					}); err != nil {
+						return false, err
+					}
+					recorded = true
+				}
+				// The lock's item again, with a new CAS unique: a share
+				// that read it before the record fails its cas. Tried
+				// until it lands, so that no share that read the item
+				// before the record is stored after this call.
+				next = memcache.Item{Key: k, Value: it.Value, Expiration: list.expiration(), CasID: it.CasID}
+				stored, err := s.cas(ctx, next)
+				if err != nil || stored {
+					return false, err
+				}
+				continue
+			}
+			// No live share: the lock's item is free.
+		}
+		stored, err := s.cas(ctx, next)
+		if err != nil || stored {
+			return stored, err
+		}
+		// Changed since the gets: look again.
+	}
+	if shared {
+		return false, nil // shares kept changing the list: held
+	}
+	return false, errContention
 }
 
 // drawHeld draws the next fence of key (item k) for token, which took k
@@ -266,6 +351,11 @@ func (s *Store) sweep(ctx context.Context, batch []*undo.Attempt) []undo.Outcome
 	for i, a := range batch {
 		if ctx.Err() != nil {
 			break // NoAnswer: tried again next round
+		}
+		if key, ok := strings.CutPrefix(a.Key, shareUndo); ok {
+			listed, _, err := s.releaseShare(ctx, key, a.Token)
+			out[i] = undoOutcome(listed, err)
+			continue
 		}
 		ok, err := s.compareAndDelete(ctx, a.Key, a.Token)
 		out[i] = undoOutcome(ok, err)

@@ -41,7 +41,11 @@ func NewQuorum(stores ...lockstore.Store) *Redlock {
 
 // Redlock is a store that runs every operation on a majority of
 // independent nodes. It is a lockstore.Notifier when its nodes are Redis
-// stores, an Undoer, a Tuner and a Checker, and an io.Closer.
+// stores, an Undoer, a Tuner and a Checker, and an io.Closer. It is no
+// lockstore.Sharer (permit slots taken on each node apart would not agree
+// across a quorum) and no lockstore.MultiAcquirer: a Locker on it refuses
+// core.Shared and core.Permits with core.ErrInvalidOption, and takes the
+// names of AcquireAll one by one.
 type Redlock struct {
 	nodes     []lockstore.Store
 	quorum    int

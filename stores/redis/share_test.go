@@ -334,6 +334,19 @@ func TestAcquireAllCluster(t *testing.T) {
 	c.AddHook(rounds)
 	s := redisstore.New(c)
 	defer s.Close()
+	// redisscript.Slot agrees with the server's CLUSTER KEYSLOT, hash tags
+	// included.
+	for _, k := range []string{"", "foo", "123456789", "multi:a", "prefix{name}", "prefix{name}:shares", "{user1000}.following",
+		"foo{}{bar}", "foo{{bar}}zap", "foo{bar}{zap}", "{}", "a{b", "a}b{c}", "lock:{héllo}"} {
+		want, err := cl.Slot(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := redisscript.Slot(k); got != want {
+			t.Fatalf("Slot(%q) = %d, the server says %d", k, got, want)
+		}
+	}
+	rounds.N.Store(0)
 	cross := []string{"multi:a", "multi:b", "multi:c"}
 	if redisscript.OneSlot(cross) {
 		t.Fatal("the test's keys share a slot")
@@ -423,4 +436,19 @@ func TestRedlockRefusesShares(t *testing.T) {
 	if err := lease.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Through Sentinel (a failover client, a *redis.Client) any keys go in one
+// script, whatever their slots: one master runs it.
+func TestAcquireAllSentinel(t *testing.T) {
+	ctx := context.Background()
+	d := redistest.StartSentinel(t)
+	s := redisstore.New(d.Client(t))
+	defer s.Close()
+	keys := []string{"multi:a", "multi:b", "multi:c"}
+	ok, fences, err := s.TryAcquireAll(ctx, keys, "t", shareTTL, true)
+	if !ok || err != nil || len(fences) != 3 {
+		t.Fatalf("TryAcquireAll of keys of several slots through Sentinel = %v, %v, %v", ok, fences, err)
+	}
+	share(t, s, "share", "r", permits2, true, true)
 }

@@ -60,3 +60,13 @@ func TestRedlockStore(t *testing.T) {
 		return redisstore.NewQuorum(stores...)
 	}, proxied(proxies...))
 }
+
+// The conformance suite on a Redis Cluster of three masters: shares and
+// several keys at once run their scripts on one slot (keys of one hash
+// tag), and keys of several slots are refused with ErrNotAtomic.
+func TestRedisStoreCluster(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3, 0)
+	storetest.Run(t, func(t *testing.T) core.Store {
+		return redisstore.New(cluster.Client(t))
+	})
+}

@@ -22,6 +22,7 @@ import (
 var (
 	_ core.Sharer        = (*Store)(nil)
 	_ core.MultiAcquirer = (*Store)(nil)
+	_ core.ShareUndoer   = (*Store)(nil)
 )
 
 // checkTTL refuses a duration the scripts cannot set (PX takes whole ms,

@@ -10,6 +10,7 @@ import (
 	"github.com/reqlock/reqlock/internal/redisscript"
 	"github.com/reqlock/reqlock/internal/redistest"
 	redisstore "github.com/reqlock/reqlock/stores/redis"
+	rueidisstore "github.com/reqlock/reqlock/stores/rueidis"
 )
 
 const shareTTL = time.Minute
@@ -107,5 +108,47 @@ func TestAcquireAllCluster(t *testing.T) {
 	}
 	if ok, err := s.ReleaseShare(ctx, key, "r"); !ok || err != nil {
 		t.Fatalf("ReleaseShare on a Cluster = %v, %v", ok, err)
+	}
+}
+
+// A share attempt that fails while the server is frozen is undone when it
+// resumes: the clean-up (a release of its share, retried in the
+// background) removes the share the late attempt took, if it was sent;
+// another token's share is left alone. A second clean-up whose share
+// comes after its first try removes it too.
+func TestUndoOfAShareOnAFrozenServer(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	s := newStore(t, newClient(t, srv.Addr()), rueidisstore.WithIOTimeout(time.Second))
+	key := "frozen-share"
+	if ok, _, _, err := s.TryAcquireShare(ctx, key, "other", 10*time.Minute, core.Hold{N: 3}, false); !ok || err != nil {
+		t.Fatalf("TryAcquireShare(other) = %v, %v", ok, err)
+	}
+	srv.Freeze(t)
+	actx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, _, _, err := s.TryAcquireShare(actx, key, "late", 5*time.Minute, core.Hold{N: 3}, false)
+	cancel()
+	n, _ := rueidisstore.PendingShareUndos(s)
+	srv.Thaw(t)
+	if err == nil {
+		t.Fatal("TryAcquireShare on a frozen server succeeded")
+	}
+	if n != 1 {
+		t.Fatalf("%d share clean-ups pending after a failed attempt, want 1", n)
+	}
+	// A clean-up whose share arrives after its first try.
+	s.UndoShare(ctx, key, "later", 5*time.Minute, time.Now())
+	if ok, _, _, err := s.TryAcquireShare(ctx, key, "later", 5*time.Minute, core.Hold{N: 3}, false); !ok || err != nil {
+		t.Fatalf("TryAcquireShare(later) = %v, %v", ok, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		shares := c.ZRange(ctx, redisscript.SharesKey(key), 0, -1).Val()
+		if len(shares) == 1 && shares[0] == "other" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the thaw the shares are %v, want [other]", shares)
+		}
 	}
 }
