@@ -267,6 +267,7 @@ func (s *simStore) slotOf(key string) int {
 var (
 	_ core.Sharer        = (*simView)(nil)
 	_ core.MultiAcquirer = (*simView)(nil)
+	_ core.ShareUndoer   = (*simView)(nil)
 )
 
 func (v *simView) TryAcquireShare(ctx context.Context, key, token string, ttl time.Duration, h core.Hold, fenced bool) (bool, int, int64, error) {
@@ -279,7 +280,7 @@ func (v *simView) TryAcquireShare(ctx context.Context, key, token string, ttl ti
 	})
 	if err != nil {
 		if simMayHaveApplied(err) { // it may run late: undo it, now and in the background, as the Redis stores do
-			v.undo(ctx, key, token, ttl, sent, true)
+			v.UndoShare(ctx, key, token, ttl, sent)
 		}
 		return false, 0, 0, err
 	}
@@ -287,6 +288,12 @@ func (v *simView) TryAcquireShare(ctx context.Context, key, token string, ttl ti
 		return false, 0, 0, r.err
 	}
 	return r.ok, r.slot, r.fence, nil
+}
+
+// UndoShare removes token's share of key, at once and in the background,
+// under the rules of Undo (core.ShareUndoer).
+func (v *simView) UndoShare(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	v.undo(ctx, key, token, ttl, sent, true)
 }
 
 func (v *simView) ReleaseShare(ctx context.Context, key, token string) (bool, error) {

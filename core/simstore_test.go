@@ -31,8 +31,8 @@ import (
 // fair queue, and its shares. Its commands follow the contract of
 // core.Store, core.Queuer (grants published to Grants subscribers),
 // core.Notifier, core.FenceRaiser, core.Undoer, core.FreeAcquirer,
-// core.Sharer and core.MultiAcquirer (simshare_test.go; see package
-// lockstore), and the reference model of the Redis scripts
+// core.Sharer, core.ShareUndoer and core.MultiAcquirer (simshare_test.go;
+// see package lockstore), and the reference model of the Redis scripts
 // (internal/redisscript/model_test.go); TestSimStoreConformance runs
 // core/storetest against it. Its clock may run up to 0.9% fast (drift): it
 // keeps a key for a little less than the TTL asked, in the bubble's time.
@@ -872,7 +872,7 @@ func (s *simStore) delivery(v *simView, also []simWindow, deliver func(now time.
 
 // simView is one process's client of the store. It implements core.Store,
 // core.Queuer, core.Notifier, core.FenceRaiser, core.Undoer,
-// core.FreeAcquirer, core.Sharer and core.MultiAcquirer.
+// core.FreeAcquirer, core.Sharer, core.ShareUndoer and core.MultiAcquirer.
 type simView struct {
 	s      *simStore
 	name   string        // "p0", "p1"...
