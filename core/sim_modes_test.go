@@ -52,8 +52,8 @@ import (
 //     names for the tokens of its attempts that did not make the lease,
 //     among those whose every command was answered (a command whose reply
 //     was lost or late may or may not have run: its clean-up is the
-//     engine's Undo, or the share's TTL) and that it did not hand off to a
-//     local waiter;
+//     store's Undo or UndoShare, in the background) and that it did not
+//     hand off to a local waiter;
 //   - writers do not starve: once the faults have stopped and the workers
 //     are done, four readers take one shared name over and over, each
 //     holding it for 10 to 50 ms and taking it again within a
@@ -75,7 +75,7 @@ import (
 //	E1 an exclusive retry never records a waiting writer (TryAcquire)      40 (starvation)
 //	E2 a permit's lease built without its slot (Slot() 0)                   11 (permits)
 //	E3 AcquireAll one by one keeps the names it took when a later fails     40 (30 all or none)
-//	E4 a share's validity dated from the reply, not the sending             18 (store)
+//	E4 a share's validity dated from the reply, not the sending             18 (validity)
 //	E5 a share released by Release, not ReleaseShare                        40 (progress)
 //
 // It found a defect of AcquireAll, since fixed: taking names one by one,
