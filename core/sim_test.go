@@ -64,6 +64,9 @@ import (
 // margin (the store's clock runs up to 0.9% fast; the engine allows 1% and
 // 2 ms).
 //
+// Every lock here is exclusive; TestSimModes (sim_modes_test.go) runs the
+// same simulation for the lock family: shared holds, permits, AcquireAll.
+//
 // Replay one seed with its full trace (a seed replays its history, up to
 // the engine's own races: see simstore_test.go):
 //
@@ -88,15 +91,21 @@ import (
 //	M10 a lease handed off while one of its extends may still land          3
 //	M11 a failed shorter Extend forgotten by a later, longer one              3
 func TestSimulation(t *testing.T) {
-	seeds := simSeeds(t)
+	seeds := simSeeds(t, simCISeeds, simRegressionSeeds)
 	var total simTotals
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			beat := new(atomic.Int64)
-			defer watchClock(seed, beat)()
+			defer watchClock(t.Name(), beat)()
 			// A failure in the bubble ends this goroutine: add up inside.
-			synctest.Test(t, func(t *testing.T) { total.add(runSimulation(t, seed, beat)) })
+			synctest.Test(t, func(t *testing.T) {
+				res, report := runSimulation(t, seed, beat, simConfig{})
+				total.add(res)
+				if report != "" {
+					t.Error(report)
+				}
+			})
 		})
 	}
 	t.Cleanup(func() {
@@ -116,8 +125,9 @@ const simCISeeds = 96
 // forgotten by a later one.
 var simRegressionSeeds = []uint64{163, 323, 528, 688, 810, 820}
 
-// simSeeds returns the seeds to run: REQLOCK_SIM_SEED, or 1..REQLOCK_SIM_SEEDS.
-func simSeeds(t *testing.T) []uint64 {
+// simSeeds returns the seeds to run: REQLOCK_SIM_SEED, or
+// 1..REQLOCK_SIM_SEEDS; by default 1..ci and the regression seeds.
+func simSeeds(t *testing.T, ci int, regression []uint64) []uint64 {
 	if s := os.Getenv("REQLOCK_SIM_SEED"); s != "" {
 		var seeds []uint64
 		for _, f := range strings.Split(s, ",") {
@@ -129,7 +139,7 @@ func simSeeds(t *testing.T) []uint64 {
 		}
 		return seeds
 	}
-	n := uint64(simCISeeds)
+	n := uint64(ci)
 	if s := os.Getenv("REQLOCK_SIM_SEEDS"); s != "" {
 		var err error
 		if n, err = strconv.ParseUint(s, 10, 64); err != nil {
@@ -141,7 +151,7 @@ func simSeeds(t *testing.T) []uint64 {
 		seeds[i] = uint64(i) + 1
 	}
 	if os.Getenv("REQLOCK_SIM_SEEDS") == "" {
-		seeds = append(seeds, simRegressionSeeds...)
+		seeds = append(seeds, regression...)
 	}
 	return seeds
 }
@@ -169,13 +179,14 @@ func simSeeds(t *testing.T) []uint64 {
 // before the simulation is taken as stuck.
 const simStuck = time.Minute
 
-// watchClock watches, from outside the bubble, that seed's scheduler keeps
-// running events (beat), and panics with every goroutine's stack when it
-// has not for simStuck: a goroutine of the bubble blocked on something that
-// is not durably blocking (a sync.Mutex held across a store call) stops the
-// bubble's clock, and the run would hang until go test's timeout. It
-// returns the function that ends the watch.
-func watchClock(seed uint64, beat *atomic.Int64) (stop func()) {
+// watchClock watches, from outside the bubble, that the scheduler of test
+// (one seed's run) keeps running events (beat), and panics with every
+// goroutine's stack when it has not for simStuck: a goroutine of the
+// bubble blocked on something that is not durably blocking (a sync.Mutex
+// held across a store call) stops the bubble's clock, and the run would
+// hang until go test's timeout. It returns the function that ends the
+// watch.
+func watchClock(test string, beat *atomic.Int64) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		tick := time.NewTicker(time.Second)
@@ -190,7 +201,7 @@ func watchClock(seed uint64, beat *atomic.Int64) (stop func()) {
 			if n := beat.Load(); n != last {
 				last, since = n, time.Now()
 			} else if time.Since(since) > simStuck {
-				panic(fmt.Sprintf("TestSimulation/seed=%d: no event for %v of real time: a goroutine of the synctest bubble is blocked on something that is not durably blocking (a sync.Mutex held across a store call?), and the bubble's clock stopped", seed, simStuck))
+				panic(fmt.Sprintf("%s: no event for %v of real time: a goroutine of the synctest bubble is blocked on something that is not durably blocking (a sync.Mutex held across a store call?), and the bubble's clock stopped", test, simStuck))
 			}
 		}
 	}()
@@ -208,6 +219,7 @@ type simulation struct {
 	names []string
 	procs []*simProc
 	check *simChecker
+	modes *simModes // the names' modes (sim_modes_test.go); nil: every lock is exclusive
 
 	failed   atomic.Bool
 	mu       sync.Mutex
@@ -215,6 +227,13 @@ type simulation struct {
 	failures int
 
 	acquires, leases, handoffs, tail atomic.Int64
+	byMode                           [simLeaseKinds]atomic.Int64 // leases by mode (modes only)
+}
+
+// simConfig is what a test asks of a seed's simulation beyond the seed.
+type simConfig struct {
+	modes  bool      // the lock family: shared holds, permits, AcquireAll (sim_modes_test.go)
+	mutant simMutant // a defect put into the store (simshare_test.go)
 }
 
 // simProc is one simulated process: a Locker on its own view of the store.
@@ -279,8 +298,9 @@ func drawWindows(r *rand.Rand, n int, t0, end time.Time, lo, hi time.Duration) [
 	return ws
 }
 
-// newSimulation draws the setup and the fault schedule of seed.
-func newSimulation(seed uint64) *simulation {
+// newSimulation draws the setup and the fault schedule of seed. Without
+// cfg.modes it draws what it always drew: a seed replays its history.
+func newSimulation(seed uint64, cfg simConfig) *simulation {
 	r := rand.New(rand.NewPCG(seed, 0x51a))
 	t0 := time.Now()
 	sim := &simulation{seed: seed, t0: t0}
@@ -314,6 +334,14 @@ func newSimulation(seed uint64) *simulation {
 	// grant at its next poll, now and then about to expire.
 	if sim.short = r.IntN(4) == 0; sim.short {
 		fairMode = 5
+	}
+	if cfg.modes {
+		// The names, their modes and the fair queue's share come from a
+		// stream of their own; the rest of the setup is drawn as ever.
+		sim.short = false
+		fairMode = sim.drawModes(seed)
+		sim.store.mutant = cfg.mutant
+		sim.store.told = sim.fail
 	}
 	killed := -1
 	if r.IntN(5) == 0 {
@@ -398,11 +426,14 @@ func newSimulation(seed uint64) *simulation {
 		}
 		p.view = sim.store.newView(p.name, io, pauses, killAt)
 		p.view.deaf, p.view.unsubscribed, p.view.lag = deaf, unsubscribed, lag
+		if cfg.modes {
+			opts = append(opts, core.WithObservers(simHandOffs{}))
+		}
 		p.locker = core.NewWithStore(p.view, opts...)
 		p.desc = strings.Join(desc, " ")
 		sim.procs = append(sim.procs, p)
 	}
-	sim.check = &simChecker{sim: sim, live: make(map[*core.Lease]string), last: make(map[string]int64)}
+	sim.check = newSimChecker(sim)
 	sim.store.after = sim.check.all
 	return sim
 }
@@ -413,6 +444,9 @@ func (sim *simulation) setup() string {
 	fmt.Fprintf(&b, "names %v; store clock %.2f%% fast; faults until %s", sim.names, 100*sim.store.drift, sim.trace.since(sim.plan.quietFrom))
 	if sim.short {
 		b.WriteString("; fair queueing for short locks")
+	}
+	if sim.modes != nil {
+		b.WriteString("; " + sim.modes.describe(sim))
 	}
 	for _, w := range sim.plan.storms {
 		fmt.Fprintf(&b, "; storm %s..%s", sim.trace.since(w.from), sim.trace.since(w.to))
@@ -431,12 +465,13 @@ type simResult struct {
 	ops                              [simOpKinds]int64
 	lockOps                          int64
 	acquires, leases, handoffs, tail int64
+	byMode                           [simLeaseKinds]int64
 	faults                           [9]int64
 }
 
 // runSimulation runs seed in the current bubble and reports its violation.
-func runSimulation(t *testing.T, seed uint64, beat *atomic.Int64) simResult {
-	sim := newSimulation(seed)
+func runSimulation(t *testing.T, seed uint64, beat *atomic.Int64, cfg simConfig) (simResult, string) {
+	sim := newSimulation(seed, cfg)
 	sim.store.beat = beat
 	for _, p := range sim.procs {
 		if err := p.locker.Err(); err != nil {
@@ -457,6 +492,10 @@ func runSimulation(t *testing.T, seed uint64, beat *atomic.Int64) simResult {
 	// Leases of killed processes were never released: check them until
 	// they are all invalid.
 	time.Sleep(time.Until(sim.check.lastValid()) + time.Millisecond)
+	if sim.modes != nil && !sim.failed.Load() {
+		sim.starvation()
+		time.Sleep(time.Until(sim.check.lastValid()) + time.Millisecond)
+	}
 	for _, p := range sim.procs {
 		if err := p.locker.Close(); err != nil {
 			t.Errorf("%s: Close: %v", p.name, err)
@@ -481,23 +520,33 @@ func runSimulation(t *testing.T, seed uint64, beat *atomic.Int64) simResult {
 	for i := range res.ops {
 		res.ops[i] = st.ops[i].Load()
 	}
+	for i := range res.byMode {
+		res.byMode[i] = sim.byMode[i].Load()
+	}
 	t.Logf("seed %d: %d lock operations, %d acquires, %d leases, digest %016x", seed, res.lockOps, res.acquires, res.leases, sim.trace.digest)
 	if sim.trace.full {
 		t.Logf("setup: %s\ntrace:\n%s", sim.setup(), strings.Join(sim.trace.dump(), "\n"))
 	}
-	if sim.failure != "" {
-		replay := fmt.Sprintf("go test ./core -run 'TestSimulation/seed=%d$' -v", seed)
-		if seed > simCISeeds && !slices.Contains(simRegressionSeeds, seed) {
-			replay = fmt.Sprintf("REQLOCK_SIM_SEED=%d %s", seed, replay)
-		}
-		var tail string
-		if !sim.trace.full {
-			tail = fmt.Sprintf("\nlast %d events:\n%s", simTraceTail, strings.Join(sim.trace.dump(), "\n"))
-		}
-		t.Errorf("seed %d, %s (%d violations in all)\nsetup: %s%s\nreplay: %s\nfull trace: REQLOCK_SIM_TRACE=1 %s",
-			seed, sim.failure, sim.failures, sim.setup(), tail, replay, replay)
+	if sim.failure == "" {
+		return res, ""
 	}
-	return res
+	test, ci, regression := "TestSimulation", simCISeeds, simRegressionSeeds
+	if cfg.modes {
+		test, ci, regression = "TestSimModes$", simModesCISeeds, nil
+	}
+	replay := fmt.Sprintf("go test ./core -run '%s/seed=%d$' -v", test, seed)
+	if seed > uint64(ci) && !slices.Contains(regression, seed) {
+		replay = fmt.Sprintf("REQLOCK_SIM_SEED=%d %s", seed, replay)
+	}
+	if cfg.mutant != "" { // the first seed that fails on the store broken so
+		replay = fmt.Sprintf("go test ./core -run 'TestSimModesCatchesBrokenStores/%s$' -v", strings.ReplaceAll(string(cfg.mutant), " ", "_"))
+	}
+	var tail string
+	if !sim.trace.full {
+		tail = fmt.Sprintf("\nlast %d events:\n%s", simTraceTail, strings.Join(sim.trace.dump(), "\n"))
+	}
+	return res, fmt.Sprintf("seed %d, %s (%d violations in all)\nsetup: %s%s\nreplay: %s\nfull trace: REQLOCK_SIM_TRACE=1 %s",
+		seed, sim.failure, sim.failures, sim.setup(), tail, replay, replay)
 }
 
 // simWorker is one goroutine of a process that takes locks in a loop.
@@ -564,8 +613,18 @@ func (w *simWorker) cycle() bool {
 	w.ttl = ttl
 
 	sim.acquires.Add(1)
-	sim.trace.add("%s Acquire %s ttl=%v", w.name, name, ttl)
-	lease, err := w.p.locker.Acquire(ctx, name, opts...)
+	var lease *core.Lease
+	var err error
+	if sim.modes == nil {
+		sim.trace.add("%s Acquire %s ttl=%v", w.name, name, ttl)
+		lease, err = w.p.locker.Acquire(ctx, name, opts...)
+	} else {
+		var ok bool
+		if lease, ok = w.acquireModes(ctx, name, ttl, tail, opts); !ok {
+			return true
+		}
+		name = strings.Join(lease.Names(), "+")
+	}
 	if err != nil {
 		sim.trace.add("%s Acquire %s: %v", w.name, name, err)
 		if !errors.Is(err, core.ErrTimeout) && !errors.Is(err, core.ErrStorage) && !errors.Is(err, context.DeadlineExceeded) {
@@ -576,9 +635,11 @@ func (w *simWorker) cycle() bool {
 		}
 		return true
 	}
-	sim.leases.Add(1)
-	sim.trace.add("%s got %s: %s fence %d valid until %s", w.name, name, sim.trace.tok(lease.Token()), lease.Fence(), sim.trace.since(lease.ValidUntil()))
-	sim.check.obtained(w.name, lease, tail)
+	if sim.modes == nil {
+		sim.leases.Add(1)
+		sim.trace.add("%s got %s: %s fence %d valid until %s", w.name, name, sim.trace.tok(lease.Token()), lease.Fence(), sim.trace.since(lease.ValidUntil()))
+		sim.check.obtained(w.name, lease, tail)
+	}
 
 	// The critical section, in steps; the lease is checked at each, and
 	// extended now and then. Half the workers stop when Done closes, as an
@@ -675,10 +736,26 @@ func (w *simWorker) extendTTL(floor time.Duration) time.Duration {
 
 // simChecker checks the invariant against the store's truth.
 type simChecker struct {
-	sim  *simulation
-	mu   sync.Mutex
-	live map[*core.Lease]string // leases obtained and not released yet → their holder
-	last map[string]int64       // key → fence of the last lease obtained valid
+	sim *simulation
+	mu  sync.Mutex
+	// live are the leases obtained and not released yet → their holder;
+	// each part of a lease of AcquireAll is one of them.
+	live     map[*core.Lease]string
+	last     map[string]int64 // key → the highest fence of the leases obtained valid
+	lastExcl map[string]int64 // key → the highest fence of the exclusive ones
+}
+
+func newSimChecker(sim *simulation) *simChecker {
+	return &simChecker{sim: sim, live: make(map[*core.Lease]string), last: make(map[string]int64), lastExcl: make(map[string]int64)}
+}
+
+// simParts returns the leases l stands for: the parts of a lease of
+// AcquireAll, l itself otherwise.
+func simParts(l *core.Lease) []*core.Lease {
+	if ps := core.SimParts(l); ps != nil {
+		return ps
+	}
+	return []*core.Lease{l}
 }
 
 // leaseValid reports whether l reports itself valid at now. It reads Lost only
@@ -688,21 +765,53 @@ func leaseValid(l *core.Lease, now time.Time) bool {
 	return now.Before(l.ValidUntil()) && !l.Lost()
 }
 
+// describe names lease l of who for a report: "the lease of p0/w1 for k0
+// (t5, fence 7)", "the shared lease ...", "the permit lease (slot 1 of 3)
+// ...".
+func (c *simChecker) describe(who string, l *core.Lease) string {
+	kind := ""
+	switch l.Mode() {
+	case core.ModeShared:
+		kind = "shared "
+	case core.ModePermits:
+		kind = fmt.Sprintf("permit (slot %d of %d) ", l.Slot(), l.Permits())
+	}
+	return fmt.Sprintf("the %slease of %s for %s (%s, fence %d)", kind, who, l.Name(), c.sim.trace.tok(l.Token()), l.Fence())
+}
+
 // verify checks one lease at now; c.mu is held. Beyond the invariant at
 // now, it checks that a lease whose token has nothing in flight (no command
 // the store has not run, no call that has not returned) counts on no more
 // than the store holds: nothing can then come to save it, and the key
-// would be freed while the lease still reports itself valid.
+// would be freed while the lease still reports itself valid. An exclusive
+// lease's token must hold the key; a share's, a live share in the key's
+// record of shares.
 func (c *simChecker) verify(who string, l *core.Lease, now time.Time) {
 	if !leaseValid(l, now) {
 		return
 	}
-	holder, expiry := c.sim.store.truth(l.Key(), now)
+	st := c.sim.store
+	holder, expiry := st.truth(l.Key(), now)
 	until := l.ValidUntil()
-	if holder == l.Token() && (!until.After(expiry) || !c.sim.store.settled(l.Token())) {
+	tr := c.sim.trace
+	if l.Mode() != core.ModeExclusive {
+		shareExpiry, _, ok := st.shareTruth(l.Key(), l.Token(), now)
+		if ok && (!until.After(shareExpiry) || !st.settled(l.Token())) {
+			return
+		}
+		what := "the store holds no share for its token"
+		if ok {
+			what = fmt.Sprintf("the store drops its share at %s, and nothing is in flight", tr.since(shareExpiry))
+		}
+		if holder != "" {
+			what += "; " + tr.tok(holder) + " holds the name exclusively"
+		}
+		c.sim.fail("%s reports itself valid until %s, but %s", c.describe(who, l), tr.since(until), what)
 		return
 	}
-	tr := c.sim.trace
+	if holder == l.Token() && (!until.After(expiry) || !st.settled(l.Token())) {
+		return
+	}
 	what := "nobody holds it"
 	switch {
 	case holder == l.Token():
@@ -710,16 +819,82 @@ func (c *simChecker) verify(who string, l *core.Lease, now time.Time) {
 	case holder != "":
 		what = "the store holds it for " + tr.tok(holder)
 	}
-	c.sim.fail("the lease of %s for %s (%s, fence %d) reports itself valid until %s, but %s",
-		who, l.Name(), tr.tok(l.Token()), l.Fence(), tr.since(until), what)
+	c.sim.fail("%s reports itself valid until %s, but %s", c.describe(who, l), tr.since(until), what)
 }
 
-// obtained registers a lease Acquire returned, and checks it and its fence.
-func (c *simChecker) obtained(who string, l *core.Lease, tail bool) {
+// exclusion checks, among the leases of key that report themselves valid
+// at now, what the modes promise, whatever the store says: an exclusive
+// lease has no other valid lease beside it; shares of a name are all of
+// one mode (shared, or permits of one n); at most n permits, each in its
+// own slot below n. c.mu is held.
+func (c *simChecker) exclusion(key string, now time.Time) {
+	var valid []*core.Lease
+	for l := range c.live {
+		if l.Key() == key && leaseValid(l, now) {
+			valid = append(valid, l)
+		}
+	}
+	if len(valid) == 0 {
+		return
+	}
+	slices.SortFunc(valid, func(a, b *core.Lease) int { return strings.Compare(a.Token(), b.Token()) })
+	d := func(l *core.Lease) string { return c.describe(c.live[l], l) }
+	first := valid[0]
+	for _, l := range valid {
+		if l.Mode() == core.ModeExclusive && len(valid) > 1 {
+			other := first
+			if other == l {
+				other = valid[1]
+			}
+			c.sim.fail("mutual exclusion: %s and %s both report themselves valid", d(l), d(other))
+			return
+		}
+		if l.Mode() != first.Mode() || l.Permits() != first.Permits() {
+			c.sim.fail("modes: %s and %s both report themselves valid", d(first), d(l))
+			return
+		}
+	}
+	if first.Mode() != core.ModePermits {
+		return
+	}
+	n := first.Permits()
+	if len(valid) > n {
+		c.sim.fail("permits: %d permit leases of %s report themselves valid, of %d: %s, %s, ...", len(valid), first.Name(), n, d(valid[0]), d(valid[1]))
+		return
+	}
+	bySlot := make(map[int]*core.Lease)
+	for _, l := range valid {
+		if l.Slot() < 0 || l.Slot() >= n {
+			c.sim.fail("permits: %s has a slot out of 0..%d", d(l), n-1)
+			return
+		}
+		if o := bySlot[l.Slot()]; o != nil {
+			c.sim.fail("permits: %s and %s, both valid, have one slot", d(o), d(l))
+			return
+		}
+		bySlot[l.Slot()] = l
+	}
+}
+
+// obtained registers a lease Acquire (or AcquireAll) returned, and checks
+// it and its fence, each part of a lease of AcquireAll on its own.
+func (c *simChecker) obtained(who string, lease *core.Lease, tail bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	c.live[l] = who
+	for _, l := range simParts(lease) {
+		c.live[l] = who
+	}
+	for _, l := range simParts(lease) {
+		c.obtainedPart(who, l, now, tail)
+	}
+}
+
+// obtainedPart is obtained for one lease of one name; c.mu is held. Fences
+// of a name increase across modes: a share's is above every exclusive
+// lease's obtained valid before it, an exclusive lease's above every
+// lease's (two shares obtained at once may come back in either order).
+func (c *simChecker) obtainedPart(who string, l *core.Lease, now time.Time, tail bool) {
 	tr := c.sim.trace
 	if l.Fence() <= 0 {
 		c.sim.fail("%s got a lease for %s (%s) with fence %d under WithFencing", who, l.Name(), tr.tok(l.Token()), l.Fence())
@@ -732,28 +907,47 @@ func (c *simChecker) obtained(who string, l *core.Lease, tail bool) {
 		return
 	}
 	c.verify(who, l, now)
-	if want := c.sim.store.fenceOf(l.Token()); l.Fence() != want {
+	c.exclusion(l.Key(), now)
+	if want := c.sim.store.fenceOf(l.Key(), l.Token()); l.Fence() != want {
 		c.sim.fail("%s got a lease for %s (%s) with fence %d, but the store last drew %d for its token", who, l.Name(), tr.tok(l.Token()), l.Fence(), want)
 	}
-	if last := c.last[l.Key()]; l.Fence() <= last {
-		c.sim.fail("fences went back: %s got a lease for %s (%s) with fence %d after one with fence %d", who, l.Name(), tr.tok(l.Token()), l.Fence(), last)
+	excl := l.Mode() == core.ModeExclusive
+	floor, above := c.lastExcl[l.Key()], "an exclusive one"
+	if excl {
+		floor, above = c.last[l.Key()], "one"
 	}
-	c.last[l.Key()] = l.Fence()
+	if l.Fence() <= floor {
+		c.sim.fail("fences went back: %s got a lease for %s (%s, %s) with fence %d after %s with fence %d", who, l.Name(), tr.tok(l.Token()), l.Mode(), l.Fence(), above, floor)
+	}
+	c.last[l.Key()] = max(c.last[l.Key()], l.Fence())
+	if excl {
+		c.lastExcl[l.Key()] = max(c.lastExcl[l.Key()], l.Fence())
+	}
 }
 
 // during checks a held lease.
-func (c *simChecker) during(l *core.Lease) {
+func (c *simChecker) during(lease *core.Lease) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.verify(c.live[l], l, time.Now())
+	now := time.Now()
+	for _, l := range simParts(lease) {
+		c.verify(c.live[l], l, now)
+		c.exclusion(l.Key(), now)
+	}
 }
 
 // releasing checks a lease a last time and forgets it: its holder releases it.
-func (c *simChecker) releasing(l *core.Lease) {
+func (c *simChecker) releasing(lease *core.Lease) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.verify(c.live[l], l, time.Now())
-	delete(c.live, l)
+	now := time.Now()
+	for _, l := range simParts(lease) {
+		c.verify(c.live[l], l, now)
+		c.exclusion(l.Key(), now)
+	}
+	for _, l := range simParts(lease) {
+		delete(c.live, l)
+	}
 }
 
 // all checks every live lease; the scheduler runs it after each event.
@@ -761,8 +955,16 @@ func (c *simChecker) all() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
+	keys := make(map[string]bool)
 	for l, who := range c.live {
 		c.verify(who, l, now)
+		keys[l.Key()] = true
+	}
+	if c.sim.modes == nil {
+		return // one token per key in the store: verify says it all
+	}
+	for key := range keys {
+		c.exclusion(key, now)
 	}
 }
 
@@ -786,6 +988,7 @@ type simTotals struct {
 	ops                              int64
 	byOp                             [simOpKinds]int64
 	acquires, leases, handoffs, tail int64
+	byMode                           [simLeaseKinds]int64
 	faultCounts                      [9]int64
 }
 
@@ -801,6 +1004,9 @@ func (t *simTotals) add(r simResult) {
 	t.leases += r.leases
 	t.handoffs += r.handoffs
 	t.tail += r.tail
+	for i, n := range r.byMode {
+		t.byMode[i] += n
+	}
 	for i, n := range r.faults {
 		t.faultCounts[i] += n
 	}

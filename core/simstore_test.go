@@ -27,11 +27,12 @@ import (
 // the clock of the synctest bubble, behind a simulated network.
 //
 // The store (simStore) is the truth the checker compares leases with: for
-// each key, the token that holds it and until when, its fence counter, and
-// its fair queue. Its commands follow the contract of core.Store,
-// core.Queuer (grants published to Grants subscribers), core.Notifier,
-// core.FenceRaiser, core.Undoer and core.FreeAcquirer (see package lockstore),
-// and the reference model of the Redis scripts
+// each key, the token that holds it and until when, its fence counter, its
+// fair queue, and its shares. Its commands follow the contract of
+// core.Store, core.Queuer (grants published to Grants subscribers),
+// core.Notifier, core.FenceRaiser, core.Undoer, core.FreeAcquirer,
+// core.Sharer, core.ShareUndoer and core.MultiAcquirer (simshare_test.go;
+// see package lockstore), and the reference model of the Redis scripts
 // (internal/redisscript/model_test.go); TestSimStoreConformance runs
 // core/storetest against it. Its clock may run up to 0.9% fast (drift): it
 // keeps a key for a little less than the TTL asked, in the bubble's time.
@@ -217,16 +218,24 @@ const (
 	simOpExtend
 	simOpRaiseFence
 	simOpUndo
+	simOpTryAcquireWaiting
+	simOpTryAcquireShare
+	simOpReleaseShare
+	simOpExtendShare
+	simOpTryAcquireAll
 	simOpKinds
 )
 
-var simOpNames = [simOpKinds]string{"TryAcquire", "Enqueue", "Poll", "Release", "Dequeue", "Extend", "RaiseFence", "Undo"}
+var simOpNames = [simOpKinds]string{"TryAcquire", "Enqueue", "Poll", "Release", "Dequeue", "Extend", "RaiseFence", "Undo",
+	"TryAcquireWaiting", "TryAcquireShare", "ReleaseShare", "ExtendShare", "TryAcquireAll"}
 
 // lockOps returns the lock operations sent: acquire attempts (TryAcquire,
-// Enqueue, Poll), releases (Release, Dequeue) and extends.
+// Enqueue, Poll and those of shares), releases (Release, Dequeue,
+// ReleaseShare) and extends.
 func (s *simStats) lockOps() int64 {
 	var n int64
-	for _, op := range []int{simOpTryAcquire, simOpEnqueue, simOpPoll, simOpRelease, simOpDequeue, simOpExtend} {
+	for _, op := range []int{simOpTryAcquire, simOpEnqueue, simOpPoll, simOpRelease, simOpDequeue, simOpExtend,
+		simOpTryAcquireWaiting, simOpTryAcquireShare, simOpReleaseShare, simOpExtendShare, simOpTryAcquireAll} {
 		n += s.ops[op].Load()
 	}
 	return n
@@ -234,12 +243,33 @@ func (s *simStats) lockOps() int64 {
 
 // simKey is the store's state of one key.
 type simKey struct {
-	holder  string     // "" when free
-	expiry  time.Time  // while held
-	fence   int64      // the fence counter (0 before the first draw)
-	queue   []simEntry // the fair queue, in arrival order
-	qExpiry time.Time  // the queue's keys expire then (2 patiences after the last touch)
+	holder  string           // "" when free (of an exclusive holder)
+	expiry  time.Time        // while held
+	fence   int64            // the fence counter (0 before the first draw)
+	drawn   map[string]int64 // token → the last fence drawn for it
+	queue   []simEntry       // the fair queue, in arrival order
+	qExpiry time.Time        // the queue's keys expire then (2 patiences after the last touch)
+
+	// The shares (lockstore.Sharer): while one is live, the key is held
+	// for every exclusive command, as the main key holding a marker is in
+	// the stores' design; they live in a record of their own, by token.
+	shares map[string]*simShare
+	shareN int       // the Hold.N of the live shares: 0 shared, n permits
+	waiter time.Time // the exclusive waiter's record (TryAcquireWaiting) lasts until then; zero: none
 }
+
+// simShare is one live share of a key.
+type simShare struct {
+	expiry time.Time
+	slot   int
+}
+
+// shared reports whether shares of k are live; settle has run.
+func (k *simKey) shared() bool { return len(k.shares) > 0 }
+
+// free reports whether nobody holds k, exclusively or by a share; settle
+// has run.
+func (k *simKey) free() bool { return k.holder == "" && !k.shared() }
 
 // simEntry is a waiter's place in a queue.
 type simEntry struct {
@@ -302,12 +332,19 @@ type simStore struct {
 	stats  *simStats
 	after  func()        // the checker, run after each event
 	beat   *atomic.Int64 // counts events, for a watch from outside the bubble
+	mutant simMutant     // a defect put in on purpose (simshare_test.go); "" for none
+	// slots, when above 0, makes TryAcquireAll take keys of one slot only
+	// (slot: a hash of the key modulo slots), as on a Redis Cluster;
+	// ErrNotAtomic otherwise.
+	slots int
+	// told reports an answer that contradicts the store's state (the
+	// checker's fail); nil: such answers are not checked.
+	told func(format string, args ...any)
 
-	mu     sync.Mutex
-	rng    *rand.Rand // the scheduler's draws (message fates, resume order)
-	keys   map[string]*simKey
-	fences map[string]int64  // token → the last fence drawn for it
-	born   map[string]uint64 // token → when the store first queued it, in order
+	mu   sync.Mutex
+	rng  *rand.Rand // the scheduler's draws (message fates, resume order)
+	keys map[string]*simKey
+	born map[string]uint64 // token → when the store first queued it, in order
 	// For each token, the commands naming it that the store has not run
 	// yet (pending), and the calls naming it that have not returned yet
 	// (outstanding): while there are none, nothing but its expiry can
@@ -332,7 +369,6 @@ func newSimStore(seed uint64, plan *simPlan, tr *simTrace, bubble bool) *simStor
 		stats:  &simStats{},
 		rng:    rand.New(rand.NewPCG(seed, 0x5c4ed)),
 		keys:   make(map[string]*simKey),
-		fences: make(map[string]int64),
 		born:   make(map[string]uint64),
 
 		pending:     make(map[string]int),
@@ -462,11 +498,14 @@ func (s *simStore) settled(token string) bool {
 	return s.pending[token] == 0 && s.outstanding[token] == 0
 }
 
-// fenceOf returns the last fence the store drew for token.
-func (s *simStore) fenceOf(token string) int64 {
+// fenceOf returns the last fence the store drew for token on key.
+func (s *simStore) fenceOf(key, token string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.fences[token]
+	if k := s.keys[key]; k != nil {
+		return k.drawn[token]
+	}
+	return 0
 }
 
 // The store's commands. Each runs on the scheduler with s.mu held, at now,
@@ -474,11 +513,14 @@ func (s *simStore) fenceOf(token string) int64 {
 
 // simReply is a command's answer.
 type simReply struct {
-	ok    bool
-	fence int64
-	index int
-	grant core.Grant
-	note  string
+	ok     bool
+	fence  int64
+	index  int
+	grant  core.Grant
+	slot   int     // TryAcquireShare: the permit's slot
+	fences []int64 // TryAcquireAll: a fence per key
+	err    error   // an error the store answers (ErrModeMismatch)
+	note   string
 }
 
 // settle applies the expiries of the lock and of its queue at now.
@@ -489,12 +531,23 @@ func (s *simStore) settle(k *simKey, now time.Time) {
 	if len(k.queue) > 0 && !now.Before(k.qExpiry) {
 		k.queue = nil
 	}
+	for tok, sh := range k.shares {
+		if !now.Before(sh.expiry) {
+			delete(k.shares, tok)
+		}
+	}
+	if !k.waiter.IsZero() && !now.Before(k.waiter) {
+		k.waiter = time.Time{}
+	}
 }
 
 // draw draws the next fence of k for token.
 func (s *simStore) draw(k *simKey, token string) int64 {
 	k.fence++
-	s.fences[token] = k.fence
+	if k.drawn == nil {
+		k.drawn = make(map[string]int64)
+	}
+	k.drawn[token] = k.fence
 	return k.fence
 }
 
@@ -560,15 +613,17 @@ func (s *simStore) span(d time.Duration) time.Duration {
 func (s *simStore) tryAcquire(key, token string, ttl time.Duration, fenced bool, now time.Time) simReply {
 	k := s.keyOf(key)
 	s.settle(k, now)
-	switch k.holder {
-	case token: // a re-sent attempt: reset the TTL
+	switch {
+	case k.holder == token: // a re-sent attempt: reset the TTL
 		s.hold(k, token, now.Add(s.span(ttl)))
 		var fence int64
 		if fenced {
 			fence = s.current(k, token)
 		}
 		return simReply{ok: true, fence: fence, note: fmt.Sprintf("ours already: reset (fence %d)", fence)}
-	case "":
+	case k.holder == "" && k.shared() && s.mutant != simMutExclusiveIgnoresShares:
+		return simReply{note: fmt.Sprintf("%d shares hold it", len(k.shares))}
+	case k.holder == "":
 		s.hold(k, token, now.Add(s.span(ttl)))
 		var fence int64
 		if fenced {
@@ -619,7 +674,10 @@ func (s *simStore) raiseFence(key, token string, fence int64, now time.Time) sim
 	}
 	if fence > k.fence {
 		k.fence = fence
-		s.fences[token] = fence
+		if k.drawn == nil {
+			k.drawn = make(map[string]int64)
+		}
+		k.drawn[token] = fence
 	}
 	return simReply{ok: true, note: fmt.Sprintf("fence at least %d", fence)}
 }
@@ -648,7 +706,7 @@ func (s *simStore) enqueue(key, token string, ttl, patience time.Duration, fence
 		return simReply{ok: true, grant: g, note: fmt.Sprintf("holds it (fence %d, %v left)", g.Fence, g.TTL)}
 	}
 	note := ""
-	if k.holder == "" {
+	if k.free() {
 		first, ok := s.head(k, now)
 		if !ok || first.token == token {
 			s.hold(k, token, now.Add(s.span(ttl)))
@@ -696,7 +754,7 @@ func (s *simStore) poll(key string, waiters []core.Waiter, patience time.Duratio
 		}
 	}
 	note := ""
-	if holder == "" {
+	if k.free() {
 		if first, ok := s.head(k, now); ok {
 			note = s.grant(key, k, first, now) + ", "
 			holder = first.token
@@ -813,8 +871,8 @@ func (s *simStore) delivery(v *simView, also []simWindow, deliver func(now time.
 }
 
 // simView is one process's client of the store. It implements core.Store,
-// core.Queuer, core.Notifier, core.FenceRaiser, core.Undoer and
-// core.FreeAcquirer.
+// core.Queuer, core.Notifier, core.FenceRaiser, core.Undoer,
+// core.FreeAcquirer, core.Sharer, core.ShareUndoer and core.MultiAcquirer.
 type simView struct {
 	s      *simStore
 	name   string        // "p0", "p1"...
@@ -960,7 +1018,8 @@ func (v *simView) post(st *simStream, op int, key string, tokens []string, descr
 // call sends a command and waits for its reply until ctx ends. A context
 // that has ended (or whose deadline is now) sends nothing: whether its
 // timer has fired yet at this very instant must not decide what happens.
-func (v *simView) call(ctx context.Context, op int, key string, tokens []string, describe func() string, apply func(now time.Time) simReply) (simReply, error) {
+func (v *simView) call(ctx context.Context, op int, key string, tokens []string, describe func() string, apply func(now time.Time) simReply) (_ simReply, err error) {
+	defer func() { noteCall(ctx, tokens, err) }()
 	if err := ctx.Err(); err != nil {
 		return simReply{}, simNotSent{err}
 	}
@@ -1089,12 +1148,17 @@ func (v *simView) Dequeue(ctx context.Context, key, token string) error {
 // exactly (internal/undo's goroutine would send the rounds of attempts made
 // at one instant in an order of the Go scheduler's).
 func (v *simView) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
-	u := &simUndo{v: v, key: key, token: token, ttl: ttl, horizon: sent.Add(max(ttl, undoHorizon))}
+	v.undo(ctx, key, token, ttl, sent, false)
+}
+
+// undo is Undo, or for share the undo of a failed TryAcquireShare (a
+// ReleaseShare of its token, under the same rules, as the Redis stores'
+// UndoShare).
+func (v *simView) undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time, share bool) {
+	u := &simUndo{v: v, key: key, token: token, ttl: ttl, horizon: sent.Add(max(ttl, undoHorizon)), share: share}
 	st := v.stream(ctx, simOpUndo, key)
 	u.st = st.child()
-	r, err := v.call(ctx, simOpUndo, key, []string{token}, func() string { return v.s.trace.tok(token) }, func(now time.Time) simReply {
-		return v.s.release(v, key, token, now)
-	})
+	r, err := v.call(ctx, simOpUndo, key, []string{token}, func() string { return v.s.trace.tok(token) + u.what() }, u.apply)
 	if u.outcome(r, err, time.Now()) {
 		return
 	}
@@ -1115,6 +1179,23 @@ type simUndo struct {
 	horizon    time.Time
 	until      time.Time  // zero until the store answered; then given up at
 	st         *simStream // the fates of its rounds
+	share      bool       // a share's: ReleaseShare, not Release
+}
+
+// apply runs one round at the store, on the scheduler, with s.mu held.
+func (u *simUndo) apply(now time.Time) simReply {
+	if u.share {
+		return u.v.s.releaseShare(u.v, u.key, u.token, now)
+	}
+	return u.v.s.release(u.v, u.key, u.token, now)
+}
+
+// what tells a share's clean-up apart in the trace.
+func (u *simUndo) what() string {
+	if u.share {
+		return " (share)"
+	}
+	return ""
 }
 
 // outcome takes in the answer (or error) of one compare-and-delete at now,
@@ -1149,9 +1230,7 @@ func (u *simUndo) run(now time.Time) {
 			s.push(at.Add(undoInterval), u.run)
 		}
 	}
-	err := u.v.post(u.st, simOpUndo, u.key, []string{u.token}, func() string { return s.trace.tok(u.token) + " (background)" }, func(now time.Time) simReply {
-		return s.release(u.v, u.key, u.token, now)
-	}, func(r simReply) { end(r, nil) })
+	err := u.v.post(u.st, simOpUndo, u.key, []string{u.token}, func() string { return s.trace.tok(u.token) + u.what() + " (background)" }, u.apply, func(r simReply) { end(r, nil) })
 	if err != nil {
 		s.push(now.Add(undoInterval), u.run)
 		return
