@@ -94,6 +94,14 @@ func run(ctx context.Context, cfg Config, w io.Writer) error {
 		if res.overlaps != 0 {
 			return fmt.Errorf("%d overlapping critical sections: mutual exclusion is broken", res.overlaps)
 		}
+		modes, err := a.demoModes(ctx)
+		if err != nil {
+			return err
+		}
+		modes.print(w)
+		if bad := modes.broken(); bad != "" {
+			return fmt.Errorf("the lock modes' demo: %s", bad)
+		}
 		return nil
 	}
 	a.printUsage(w)
@@ -145,6 +153,7 @@ func start(cfg Config) (_ *app, err error) {
 		return nil, err
 	}
 	a.store = newStore(locker, cfg.Work)
+	a.store.stock(flashSKU, flashPerSegment) // the flash sale's item: 100 units in 5 segments of 20
 
 	gin.SetMode(gin.ReleaseMode)
 	h, err := httpHandler(a.store, locker, cfg)
