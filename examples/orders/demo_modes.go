@@ -21,7 +21,7 @@ const (
 	demoBuyers    = 150 // concurrent buyers of an item of demoPerSegment × itemSegments units
 	demoPerSeg    = 20  // units per segment of the demo's item: 100 in all
 	demoTransfers = 20  // transfers each way between two orders, all at once
-	demoAttempts  = 10000
+	demoAttempts  = 2000
 )
 
 // modesResult is what the lock modes' demo saw.

@@ -239,13 +239,14 @@ func TestFlashSalePermits(t *testing.T) {
 }
 
 // TestTransferHoldsBothOrders: a transfer moves cents between two orders
-// and writes each with its own fence; while one is held before its write,
+// and writes each with its own fence; a transfer to an order held elsewhere
+// is busy before its handler; while one is held before its write,
 // both orders are busy (a crossing transfer and a GET of either), and the
 // crossing transfer, waiting, gets through after it. Bad requests change
 // nothing.
 func TestTransferHoldsBothOrders(t *testing.T) {
 	adaptertest.LeakCheck(t)
-	s, h, _ := modesService(t)
+	s, h, locker := modesService(t)
 	a, b := orderID(t)+"-a", orderID(t)+"-b"
 	s.orders[a] = Order{ID: a, State: stateCreated, AmountCents: 1000}
 	s.orders[b] = Order{ID: b, State: stateCreated, AmountCents: 500}
@@ -282,6 +283,20 @@ func TestTransferHoldsBothOrders(t *testing.T) {
 		if code, body := move(tc.from, tc.to, tc.body, -1); code != tc.code || !strings.Contains(body, tc.says) {
 			t.Errorf("%s → %s %s: %d %s; want %d saying %q", tc.from, tc.to, tc.body, code, body, tc.code, tc.says)
 		}
+	}
+
+	// Another instance holds b: a transfer from a to b is busy at the
+	// middleware, which takes both orders or none; its handler never runs.
+	other, err := locker.Acquire(context.Background(), lockName(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered := s.entered.Load()
+	code, body := move(a, b, `{"amount_cents":1}`, 0)
+	_ = other.Release(context.Background())
+	if code != http.StatusConflict || s.entered.Load() != entered {
+		t.Errorf("a transfer to an order held elsewhere: %d %s, %d handlers entered; want 409 and none: the route does not lock both orders",
+			code, body, s.entered.Load()-entered)
 	}
 
 	// One transfer held before its write: both orders are busy.
