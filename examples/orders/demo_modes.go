@@ -46,7 +46,8 @@ type modesResult struct {
 	transfers            int   // requested, each way
 	moved                int64 // transfers answered 200
 	moveRetries          int64 // transfers answered 409 (busy) and sent again
-	timeouts             int64 // transfers that never got both orders (503, or demoAttempts spent)
+	timeouts             int64 // transfers that never got both orders (demoAttempts spent)
+	unavailable          int64 // answers 503 (nothing was done: the lock store was unavailable, or a lease was lost), sent again
 	sumBefore, sumAfter  int64
 	overlapsAfter        int64 // the order detector's overlaps at the end, all demos included
 	failures             []string
@@ -135,6 +136,9 @@ func (a *app) demoModes(ctx context.Context) (*modesResult, error) {
 				case http.StatusConflict:
 					atomic.AddInt64(&res.readRetries, 1)
 					continue
+				case http.StatusServiceUnavailable:
+					atomic.AddInt64(&res.unavailable, 1)
+					continue
 				}
 				res.fail(fmt.Sprintf("GET: %d %s", code, body))
 				return
@@ -174,6 +178,9 @@ func (a *app) demoModes(ctx context.Context) (*modesResult, error) {
 					case http.StatusConflict:
 						atomic.AddInt64(&res.saleRetries, 1)
 						continue
+					case http.StatusServiceUnavailable:
+						atomic.AddInt64(&res.unavailable, 1)
+						continue
 					}
 					res.fail(fmt.Sprintf("buy: %d %s", code, body))
 					return
@@ -192,7 +199,9 @@ func (a *app) demoModes(ctx context.Context) (*modesResult, error) {
 	}
 
 	// 3. Crossing transfers: demoTransfers from A to B and as many from B
-	// to A, all at once; each retries on 409 (busy) until it is done.
+	// to A, all at once; each retries on 409 (busy) until it is done. (Every
+	// part also sends again a request answered 503: the lock store did not
+	// answer in time, and nothing was done.)
 	from, to := run+"A", run+"B"
 	if err := create(from, 10000); err != nil {
 		return nil, err
@@ -223,7 +232,8 @@ func (a *app) demoModes(ctx context.Context) (*modesResult, error) {
 					atomic.AddInt64(&res.moveRetries, 1)
 					continue
 				case http.StatusServiceUnavailable:
-					atomic.AddInt64(&res.timeouts, 1)
+					atomic.AddInt64(&res.unavailable, 1)
+					continue
 				}
 				res.fail(fmt.Sprintf("transfer: %d %s", code, body))
 				return
@@ -283,6 +293,7 @@ func (r *modesResult) print(w io.Writer) {
 		r.transfers, r.transfers)
 	fmt.Fprintf(w, "  done: %d; deadlocks / timeouts: %d; sum of the two amounts: %d before, %d after; 409s sent again: %d; lock wait p50 %v, p99 %v\n",
 		r.moved, r.timeouts, r.sumBefore, r.sumAfter, r.moveRetries, us(r.moveP50), us(r.moveP99))
+	fmt.Fprintf(w, "answers 503 (nothing was done: the lock store was unavailable, or a lease was lost), sent again: %d\n", r.unavailable)
 	for i, f := range r.failures {
 		if i == 5 {
 			fmt.Fprintf(w, "... %d more errors\n", len(r.failures)-5)
