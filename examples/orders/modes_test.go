@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -372,5 +373,45 @@ func TestDemoModesOnRealRedis(t *testing.T) {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("the figures lack %q", s)
 		}
+	}
+}
+
+// TestDocCurlCommandsWork: the curl commands of the package documentation
+// (main.go) work as printed, against the service on the address they name:
+// two orders created, a transfer between them, a read, a buy in the flash
+// sale and the item's stock, each answered 200.
+func TestDocCurlCommandsWork(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := start(testConfig(redistest.Start(t).Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	var doc strings.Builder
+	for _, line := range strings.Split(string(src), "\n") {
+		if cmd, ok := strings.CutPrefix(line, "//\tcurl "); ok {
+			doc.WriteString("  curl " + strings.ReplaceAll(cmd, "http://127.0.0.1:8080", "http://"+a.httpAddr) + "\n")
+		}
+	}
+	lines := bannerCurls(t, doc.String())
+	if len(lines) != 6 {
+		t.Fatalf("%d curl commands in the documentation, want 6:\n%s", len(lines), doc.String())
+	}
+	for _, calls := range lines {
+		for _, c := range calls {
+			if code, body := c.send(t); code != 200 {
+				t.Errorf("%s %s: %d %s", c.method, c.url, code, body)
+			}
+		}
+	}
+	if o, _ := a.store.get("45"); o.AmountCents != 750 {
+		t.Errorf("order 45 after the documentation's transfer: %+v", o)
+	}
+	if it, _ := a.store.item(flashSKU); it.Sold != 1 {
+		t.Errorf("item %s after the documentation's buy: %+v", flashSKU, it)
 	}
 }
