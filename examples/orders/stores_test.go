@@ -49,6 +49,11 @@ func TestDemoOnEveryStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			modes, err := a.demoModes(context.Background())
+			if err == nil && modes.sharesSkipped != "" { // a store that keeps one holder per name
+				if code, body := post(t, "http://"+a.httpAddr+"/items/"+flashSKU+"/buy", ""); code != http.StatusNotImplemented || !strings.Contains(body, "permits") {
+					t.Errorf("a buy on a store without permits: %d %s, want 501 saying why", code, body)
+				}
+			}
 			a.close()
 			if err != nil {
 				t.Fatal(err)
