@@ -29,30 +29,34 @@ type modesResult struct {
 	sharesSkipped string // why the flash sale did not run (the store keeps no shares), or ""
 
 	// Reads: GETs of one order under shared holds, beside writes of it.
-	reads, readWrites    int
-	readRetries          int64 // GETs answered 409 (a writer held the order past the wait) and sent again
-	maxReaders           int64
-	readOverlaps         int64
-	readP50, readP99     time.Duration
-	saleP50, saleP99     time.Duration
-	moveP50, moveP99     time.Duration
-	buyers               int
-	stock, left          int64
-	sold, soldOut        int64 // buyers answered 200, and 410
-	saleRetries          int64 // 409s sent again (own segment empty, or every permit held past the wait)
-	oversold             int64 // sales answered 200 beyond the units taken off the stock
-	maxSellers           int64
-	segOverlaps          int64
-	transfers            int   // requested, each way
-	moved                int64 // transfers answered 200
-	moveRetries          int64 // transfers answered 409 (busy) and sent again
-	timeouts             int64 // transfers that never got both orders (demoAttempts spent)
-	unavailable          int64 // answers 503 (nothing was done: the lock store was unavailable, or a lease was lost), sent again
-	sumBefore, sumAfter  int64
-	overlapsAfter        int64 // the order detector's overlaps at the end, all demos included
-	failures             []string
-	failMu               sync.Mutex
-	readStart, moveStart int64 // the order detector's overlaps before each part
+	reads, readWrites int
+	readRetries       int64 // GETs answered 409 (a writer held the order past the wait) and sent again
+	maxReaders        int64 // the most readers of one order inside at once
+	readOverlaps      int64
+	readP50, readP99  time.Duration
+
+	// The flash sale.
+	buyers           int
+	stock, left      int64
+	sold, soldOut    int64 // buyers answered 200, and 410
+	saleRetries      int64 // 409s sent again (own segment empty, or every permit held past the wait)
+	oversold         int64 // sales answered 200 beyond the units taken off the stock
+	maxSellers       int64
+	segOverlaps      int64
+	saleP50, saleP99 time.Duration
+
+	// Crossing transfers.
+	transfers           int   // requested, each way
+	moved               int64 // transfers answered 200
+	moveRetries         int64 // transfers answered 409 (busy) and sent again
+	timeouts            int64 // transfers that never got both orders (demoAttempts spent)
+	sumBefore, sumAfter int64
+	moveP50, moveP99    time.Duration
+
+	unavailable   int64 // answers 503 (nothing was done: the lock store was unavailable, or a lease was lost), sent again
+	overlapsAfter int64 // the order detector's overlaps at the end, all demos included
+	failMu        sync.Mutex
+	failures      []string
 }
 
 func (r *modesResult) fail(s string) {
@@ -110,7 +114,7 @@ func (a *app) demoModes(ctx context.Context) (*modesResult, error) {
 		return nil, err
 	}
 	resetWaits()
-	res.readStart = a.store.overlaps.Load()
+	readStart := a.store.overlaps.Load()
 	res.reads, res.readWrites = demoReaders, 4
 	var wg sync.WaitGroup
 	startGun := make(chan struct{})
@@ -149,7 +153,7 @@ func (a *app) demoModes(ctx context.Context) (*modesResult, error) {
 	close(startGun)
 	wg.Wait()
 	res.maxReaders = a.store.maxReaders.Load()
-	res.readOverlaps = a.store.overlaps.Load() - res.readStart
+	res.readOverlaps = a.store.overlaps.Load() - readStart
 	res.readP50, res.readP99 = p5099()
 
 	// 2. The flash sale: demoBuyers buyers at once of an item of
@@ -211,7 +215,6 @@ func (a *app) demoModes(ctx context.Context) (*modesResult, error) {
 	}
 	res.transfers, res.sumBefore = demoTransfers, 20000
 	resetWaits()
-	res.moveStart = a.store.overlaps.Load()
 	startGun = make(chan struct{})
 	for i := range 2 * demoTransfers {
 		wg.Add(1)

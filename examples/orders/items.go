@@ -97,7 +97,11 @@ func (s *store) item(sku string) (Item, bool) {
 // buyer, errSoldOut when none has stock.
 func (s *store) buy(ctx context.Context, sku string, lease *core.Lease) (Sale, error) {
 	if lease == nil || lease.Mode() != core.ModePermits {
-		return Sale{}, fmt.Errorf("orders: a buy needs a permit of %q (ginlock.WithPermits), not %v", itemLockName(sku), lease)
+		held := "no lease"
+		if lease != nil {
+			held = "a lease in " + lease.Mode().String() + " mode"
+		}
+		return Sale{}, fmt.Errorf("orders: a buy needs a permit of %q (ginlock.WithPermits), not %s", itemLockName(sku), held)
 	}
 	defer s.enterSeller(sku)()
 	sale, err := s.sellFrom(ctx, sku, lease)

@@ -415,3 +415,34 @@ func TestDocCurlCommandsWork(t *testing.T) {
 		t.Errorf("item %s after the documentation's buy: %+v", flashSKU, it)
 	}
 }
+
+// TestReadWriteDetector: readers beside readers are no overlap (and count
+// towards the most readers at once); a reader beside a writer, or a writer
+// beside a reader, is one; sales of one segment at once are one, of two
+// segments not.
+func TestReadWriteDetector(t *testing.T) {
+	s := newStore(nil, 0)
+	r1, r2 := s.enterRead("1"), s.enterRead("1")
+	if s.overlaps.Load() != 0 || s.maxReaders.Load() != 2 {
+		t.Fatalf("two readers: overlaps %d, most readers %d; want 0 and 2", s.overlaps.Load(), s.maxReaders.Load())
+	}
+	s.enter("1")() // a writer beside the readers
+	s.enter("2")() // another order
+	r1()
+	r2()
+	w := s.enter("1")
+	s.enterRead("1")() // a reader beside the writer
+	w()
+	s.enterRead("1")()
+	if s.overlaps.Load() != 2 {
+		t.Fatalf("overlaps %d, want 2", s.overlaps.Load())
+	}
+	a, b := s.enterSegment("x", 0), s.enterSegment("x", 1)
+	s.enterSegment("y", 0)()
+	s.enterSegment("x", 1)() // a second sale of segment 1
+	a()
+	b()
+	if s.segOverlaps.Load() != 1 {
+		t.Fatalf("segment overlaps %d, want 1", s.segOverlaps.Load())
+	}
+}
