@@ -13,20 +13,25 @@ import (
 // AcquireAll takes every name or none, within one wait budget, and returns
 // one Lease that covers them all: Release releases every name, Done closes
 // and Lost reports true as soon as any of them is lost, Extend extends them
-// all, and FenceOf gives each name's fencing token. opts apply to every
-// name (TTL, Wait, Shared, Permits...), and the wait budget is one for the
-// whole call.
+// all, and FenceOf and SlotOf give each name's fencing token and slot. opts
+// apply to every name (TTL, Wait, Shared, Permits...), and the wait budget
+// is one for the whole call.
 //
 // Two AcquireAlls that list the same names in different orders cannot
 // deadlock: the names are taken in one canonical order, that of their
-// store keys (the ordered acquisition of Redisson's RedissonMultiLock and
-// Curator's InterProcessMultiLock, which both take the caller's order and
-// so can deadlock). Where the store can (a MultiAcquirer: Redis keys one
-// script may touch), an exclusive AcquireAll takes every name in one
-// atomic step per attempt, holding none while it waits; otherwise it takes
-// them one by one in that order, and a failure releases those it took.
-// Either way, a failed AcquireAll leaves none of the names held. Names
-// that map to one key are taken once.
+// store keys (Redisson's RedissonMultiLock and Curator's
+// InterProcessMultiLock take the caller's order, and can deadlock). Where
+// the store can (a MultiAcquirer: Redis keys one script may touch, etcd,
+// ZooKeeper, SQL), the first attempt of an exclusive AcquireAll takes every
+// name in one atomic step: one round trip when they are free. While one of
+// them is held, AcquireAll takes them one by one in that order, each as
+// Acquire does, so that a waiting writer is recorded where readers hold a
+// name (Shared: writers do not starve). A failure releases those it took:
+// a failed AcquireAll leaves none of the names held. Once it holds them
+// all, it renews those taken first that have run down while it waited for
+// a later one (Redisson's MultiLock likewise resets every lock's lease once
+// it holds them all), and starts over, within the budget, if one expired.
+// Names that map to one key are taken once.
 //
 // Each name is reported to the Observers as an acquire of its own. Names
 // the context already holds (see ContextWithLease) are nested leases, as
@@ -39,7 +44,6 @@ func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...CallOpt
 	if len(names) == 0 {
 		return nil, fmt.Errorf("%w: AcquireAll: no names", ErrInvalidName)
 	}
-	type named struct{ name, key string }
 	all := make([]named, 0, len(names))
 	for _, name := range names {
 		key, err := l.Key(name)
@@ -65,33 +69,157 @@ func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...CallOpt
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	if ma, ok := l.store.(MultiAcquirer); ok && l.atomicAll(mode) {
+	if ma, ok := l.store.(MultiAcquirer); ok && l.atomicAll(mode) && !l.anyHeldIn(ctx, all) {
 		reqs := make([]*AcquireCall, len(all))
-		held := false
 		for i, n := range all {
-			reqs[i] = &AcquireCall{Name: n.name, Key: n.key, Route: route, TTL: ttl, Start: start, Deadline: deadline}
-			held = held || l.heldIn(ctx, n.key) != nil
+			reqs[i] = &AcquireCall{Name: n.name, Key: n.key, Route: route, TTL: ttl, Start: start, Deadline: deadline, Attempts: 1}
 		}
-		if !held {
-			lease, err := l.acquireAtomic(ctx, ma, reqs)
-			if !errors.Is(err, ErrNotAtomic) {
-				return lease, err
-			}
+		if lease, done, err := l.acquireAtOnce(ctx, ma, reqs); done {
+			return lease, err
 		}
 	}
-	parts := make([]*Lease, 0, len(all))
+	return l.acquireEach(ctx, all, opts, start, deadline)
+}
+
+// named is a name of AcquireAll and its store key.
+type named struct{ name, key string }
+
+// anyHeldIn reports whether ctx holds one of the names (see heldIn).
+func (l *Locker) anyHeldIn(ctx context.Context, all []named) bool {
 	for _, n := range all {
-		left := max(time.Until(deadline), 0)
-		lease, err := l.Acquire(ctx, n.name, append(opts[:len(opts):len(opts)], Wait(left))...)
-		if err != nil {
-			for i := len(parts) - 1; i >= 0; i-- {
-				_ = parts[i].Release(ctx)
+		if l.heldIn(ctx, n.key) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// atomicAll reports whether AcquireAll may take its names in one step of a
+// MultiAcquirer: exclusive holds, and nothing that must see each name on
+// its own (Handlers, the local queue, the fair queue).
+func (l *Locker) atomicAll(mode Mode) bool {
+	return mode == ModeExclusive && len(l.cfg.handlers) == 0 && l.cfg.queue == nil && l.queuer == nil
+}
+
+// acquireAtOnce is AcquireAll's one attempt at every key in one step of a
+// MultiAcquirer. done is false when the caller must go on one by one: the
+// store cannot take these keys in one step (ErrNotAtomic), or one of them
+// is held; nothing was taken then, and the Observers have heard nothing.
+// Otherwise the Observers hear of each name, and lease or err is the
+// answer.
+func (l *Locker) acquireAtOnce(ctx context.Context, ma MultiAcquirer, reqs []*AcquireCall) (lease *Lease, done bool, err error) {
+	first := reqs[0]
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = r.Key
+	}
+	token := rand.Text()
+	sent := time.Now()
+	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
+	ok, fences, err := ma.TryAcquireAll(ioCtx, keys, token, first.TTL, l.cfg.fencing)
+	cancel()
+	switch {
+	case errors.Is(err, ErrNotAtomic), err == nil && !ok:
+		return nil, false, nil
+	case err != nil:
+		for _, k := range keys { // whatever the attempt may have set
+			l.undo(ctx, k, token, first.TTL)
+		}
+		if cerr := callerErr(ctx); cerr != nil {
+			err = cerr
+		} else {
+			err = l.storageErr("acquire", first.Name, err)
+		}
+	default:
+		ttl := l.heldFor(first.TTL)
+		until := validity(sent, ttl)
+		parts := make([]*Lease, len(keys))
+		for i, r := range reqs {
+			var fence int64
+			if i < len(fences) {
+				fence = fences[i]
 			}
+			parts[i] = l.newLease(r.Name, r.Key, token, fence, ttl, until, hold{})
+		}
+		lease = combine(l, parts)
+	}
+	for i, r := range reqs {
+		l.observeStart(ctx, r)
+		var part *Lease
+		if lease != nil {
+			part = lease.parts[i]
+		}
+		l.observeAcquire(ctx, r, part, err)
+	}
+	return lease, true, err
+}
+
+// acquireEach takes the names one by one, in canonical order, each with
+// what is left of the budget (see AcquireAll).
+func (l *Locker) acquireEach(ctx context.Context, all []named, opts []CallOption, start, deadline time.Time) (*Lease, error) {
+	for {
+		parts := make([]*Lease, 0, len(all))
+		for _, n := range all {
+			left := max(time.Until(deadline), 0)
+			lease, err := l.Acquire(ctx, n.name, append(opts[:len(opts):len(opts)], Wait(left))...)
+			if err != nil {
+				releaseParts(ctx, parts)
+				return nil, err
+			}
+			parts = append(parts, lease)
+		}
+		err := l.renewParts(ctx, parts[:len(parts)-1])
+		if err == nil {
+			return combine(l, parts), nil
+		}
+		releaseParts(ctx, parts)
+		if !errors.Is(err, ErrNotHeld) {
 			return nil, err
 		}
-		parts = append(parts, lease)
+		if time.Until(deadline) <= 0 {
+			return nil, l.timeoutErr(ctx, &AcquireCall{Name: all[0].name, Start: start})
+		}
 	}
-	return combine(l, parts), nil
+}
+
+// releaseParts releases the leases AcquireAll took, in reverse order.
+func releaseParts(ctx context.Context, parts []*Lease) {
+	for i := len(parts) - 1; i >= 0; i-- {
+		_ = parts[i].Release(ctx)
+	}
+}
+
+// renewParts checks that each of parts, the names AcquireAll took before
+// its last, still holds its name, and extends to its TTL each that has
+// less than two thirds of it left, unless its watchdog renews it; it
+// returns the first error, one wrapping ErrNotHeld for a part that is
+// lost (another holder may have taken its name since).
+func (l *Locker) renewParts(ctx context.Context, parts []*Lease) error {
+	for _, p := range parts {
+		if p.Lost() {
+			return fmt.Errorf("%w: %q expired while AcquireAll waited for a later name", ErrNotHeld, p.name)
+		}
+		if p.parent != nil || p.renewing() || time.Until(p.ValidUntil()) >= 2*p.TTL()/3 {
+			continue // a nested lease is its outer lease's to renew
+		}
+		if err := p.Extend(ctx, p.TTL()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renewing reports whether l's watchdog runs: it renews l itself.
+func (l *Lease) renewing() bool {
+	if l.watch == nil {
+		return false
+	}
+	select {
+	case <-l.watch.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // compareStrings orders store keys bytewise, the same in every process.
@@ -105,107 +233,13 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// atomicAll reports whether AcquireAll may take its names in one step of a
-// MultiAcquirer: exclusive holds, and nothing that must see each name on
-// its own (Handlers, the local queue, the fair queue).
-func (l *Locker) atomicAll(mode Mode) bool {
-	return mode == ModeExclusive && len(l.cfg.handlers) == 0 && l.cfg.queue == nil && l.queuer == nil
-}
-
-// acquireAtomic is spin for AcquireAll on a MultiAcquirer: every attempt
-// tries all the keys in one step, and sleeps while one of them is held, so
-// that it holds none of them while it waits. ErrNotAtomic comes back as
-// is, before anything was taken, for the caller to go one by one.
-func (l *Locker) acquireAtomic(ctx context.Context, ma MultiAcquirer, reqs []*AcquireCall) (*Lease, error) {
-	first := reqs[0]
-	keys := make([]string, len(reqs))
-	names := make([]string, len(reqs))
-	for i, r := range reqs {
-		keys[i], names[i] = r.Key, r.Name
-		l.observeStart(ctx, r)
-	}
-	lease, err := l.spinAll(ctx, ma, first, keys, names)
-	if errors.Is(err, ErrNotAtomic) {
-		return nil, err
-	}
-	for i, r := range reqs {
-		r.Attempts = first.Attempts
-		var part *Lease
-		if lease != nil {
-			part = lease.parts[i]
-		}
-		l.observeAcquire(ctx, r, part, err)
-	}
-	return lease, err
-}
-
-// spinAll is the loop of acquireAtomic.
-func (l *Locker) spinAll(ctx context.Context, ma MultiAcquirer, req *AcquireCall, keys, names []string) (*Lease, error) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		req.Attempts++
-		token := rand.Text()
-		sent := time.Now()
-		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-		ok, fences, err := ma.TryAcquireAll(ioCtx, keys, token, req.TTL, l.cfg.fencing)
-		cancel()
-		switch {
-		case errors.Is(err, ErrNotAtomic):
-			return nil, err
-		case err != nil:
-			for _, k := range keys { // whatever the attempt may have set
-				l.undo(ctx, k, token, req.TTL)
-			}
-			if cerr := callerErr(ctx); cerr != nil {
-				return nil, cerr
-			}
-			return nil, l.storageErr("acquire", req.Name, err)
-		case ok:
-			ttl := l.heldFor(req.TTL)
-			until := validity(sent, ttl)
-			parts := make([]*Lease, len(keys))
-			for i, k := range keys {
-				var fence int64
-				if i < len(fences) {
-					fence = fences[i]
-				}
-				parts[i] = l.newLease(names[i], k, token, fence, ttl, until, hold{})
-			}
-			return combine(l, parts), nil
-		}
-		left := time.Until(req.Deadline)
-		if left <= 0 {
-			return nil, l.timeoutErr(ctx, req)
-		}
-		sleep := min(l.sleep(), left)
-		if timer == nil {
-			timer = time.NewTimer(sleep)
-		} else {
-			timer.Reset(sleep)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timer.C:
-		}
-	}
-}
-
 // combine returns the lease of AcquireAll over parts, the leases of its
 // names in canonical order.
 func combine(l *Locker, parts []*Lease) *Lease {
 	p := parts[0]
 	return &Lease{
 		locker: l, name: p.name, key: p.key, token: p.token, fence: p.fence,
-		mode: p.mode, permits: p.permits, parts: parts,
+		mode: p.mode, permits: p.permits, slot: p.slot, parts: parts,
 		all: &allState{},
 	}
 }
@@ -265,6 +299,24 @@ func (l *Lease) Names() []string {
 		names[i] = p.name
 	}
 	return names
+}
+
+// SlotOf returns the slot of one name of a lease of AcquireAll taken with
+// Permits (or of the lease's own name), 0 for a name it does not cover or
+// in the other modes. Slot is the slot of the first name.
+func (l *Lease) SlotOf(name string) int {
+	if l.parts == nil {
+		if name == l.name {
+			return l.slot
+		}
+		return 0
+	}
+	for _, p := range l.parts {
+		if p.name == name {
+			return p.slot
+		}
+	}
+	return 0
 }
 
 // FenceOf returns the fencing token of one name of a lease of AcquireAll

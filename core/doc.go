@@ -58,6 +58,17 @@
 // reentrant: it returns a nested lease without a store call, and the name is
 // released when the outermost lease is.
 //
+// # Lock modes
+//
+// By default a name has one holder at a time. Shared (a call option) takes
+// it in shared mode, the read side of a read-write lock: many shared
+// holders at once, none beside an exclusive holder, and a waiting writer
+// keeps new readers out. Permits(n) lets up to n holders in at once, each
+// in its own slot (Lease.Slot). AcquireAll takes several names all or none,
+// in one canonical order so that crossing orders cannot deadlock, as one
+// Lease. Shared holds and permits need a store that is a Sharer (modes.go,
+// all.go).
+//
 // # Options for the hard cases
 //
 // Each is off by default:

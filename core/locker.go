@@ -149,8 +149,10 @@ func (l *Locker) Err() error {
 // Acquire is reentrant through the context: when ctx carries (see
 // ContextWithLease) a lease of this Locker for the same name that is still
 // held, Acquire returns a nested lease at once, with no store call, no
-// plugin and no call option applied. Releasing the nested lease releases
-// nothing; the name is released when the outermost lease is. So a service
+// plugin and no call option applied (invalid options are still refused,
+// and so is a mode the outer lease does not cover: an exclusive Acquire
+// inside a shared hold would wait for itself). Releasing the nested lease
+// releases nothing; the name is released when the outermost lease is. So a service
 // function can lock "order:42" whether or not the route's middleware
 // already did. Reentrancy goes by context, not by goroutine: goroutines that
 // share a context carrying the lease all get nested leases, and run at once.

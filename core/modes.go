@@ -160,11 +160,9 @@ func (l *Locker) CheckMode(mode Mode) error {
 // for the name exclusively would wait for its own share (Curator and
 // Redisson refuse the same upgrade).
 func reenter(outer *Lease, name string, opts []CallOption) (*Lease, error) {
-	var c callConfig
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&c)
-		}
+	c, err := readCallOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if outer.mode == ModeExclusive || (outer.mode == c.mode && outer.permits == c.permits) {
 		return nested(outer), nil

@@ -313,8 +313,8 @@ func (e *env) stock(ctx context.Context, permits int) (Row, error) {
 
 // The ways of the AcquireAll experiment to take several names.
 const (
-	allAtomic   = "AcquireAll (one step)"
-	allOneByOne = "AcquireAll (one by one, canonical order)"
+	allAtomic   = "AcquireAll (MultiAcquirer)"
+	allOneByOne = "AcquireAll (no MultiAcquirer)"
 	callerOrder = "Acquire each, caller's order"
 )
 

@@ -74,7 +74,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "**Segmented stock.** `Permits(%d)` lets %d sellers work on a hot item at once, each on the segment `Lease.Slot()` names "+
 		"(the overlaps column counts a segment held twice: 0 means every slot was distinct); one exclusive lock lets one.\n\n", p.Segments, p.Segments)
 	fmt.Fprintf(&b, "**Several names.** Each goroutine takes %v names of a pool of %d, listed in a random order, so that two requests often list the same names in crossing orders. "+
-		"`AcquireAll` takes them in one canonical order (one atomic step per attempt on Redis; one by one in key order on a store that cannot), "+
+		"`AcquireAll` takes them in one canonical order (on Redis, a MultiAcquirer, its first attempt takes them all in one step, one round trip when they are free; while one is held, and on a store that is no MultiAcquirer, it takes them one by one in key order, as a waiting writer where readers hold one), "+
 		"so it cannot deadlock; taking them one by one in the caller's order (what Redisson's MultiLock and Curator's InterProcessMultiLock do) deadlocks, "+
 		"and each deadlock lasts until a wait budget runs out: the failed column. "+
 		"Neither bsm/redislock (v0.9.4) nor go-redsync/redsync (v4.18.1), the peers of the [contention benchmarks](README.md), offers a multi-name lock, a shared hold or permits in the versions this module requires, so no peer row: the baselines are reqlock's own exclusive lock and the caller-order acquisition.\n",
@@ -91,7 +91,7 @@ func (r *Report) multiSummary() string {
 		a, _ := r.row(exp, allAtomic, 0)
 		o, _ := r.row(exp, allOneByOne, 0)
 		c, _ := r.row(exp, callerOrder, 0)
-		parts = append(parts, fmt.Sprintf("%d names: %d and %d failed acquires (one step, one by one; wait p99 %v and %v) against %d for the caller's order",
+		parts = append(parts, fmt.Sprintf("%d names: %d and %d failed acquires (with and without a MultiAcquirer; wait p99 %v and %v) against %d for the caller's order",
 			size, a.Failed, o.Failed, a.WaitP99.Round(100*time.Microsecond), o.WaitP99.Round(100*time.Microsecond), c.Failed))
 	}
 	return strings.Join(parts, "; ")

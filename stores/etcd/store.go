@@ -29,6 +29,7 @@ var (
 	_ core.Undoer        = (*Store)(nil)
 	_ core.TTLRounder    = (*Store)(nil)
 	_ core.Sharer        = (*Store)(nil)
+	_ core.ShareUndoer   = (*Store)(nil)
 	_ core.MultiAcquirer = (*Store)(nil)
 	_ io.Closer          = (*Store)(nil)
 )

@@ -137,7 +137,8 @@ func (s *Store) TryAcquireWaiting(ctx context.Context, key, token string, ttl, p
 // with an error wrapping lockstore.ErrNotAtomic before anything is sent
 // (the Locker then takes them one by one); keys of one hash tag share a
 // slot. Any keys go in one script on a standalone server or a
-// Sentinel-managed master (a *redis.Client). A failed attempt is not
+// Sentinel-managed master (a *redis.Client); a Ring, or any other
+// client, gets ErrNotAtomic. A failed attempt is not
 // undone here: the Locker undoes it key by key (Undo), as what it may
 // have set is an exclusive lock of each key.
 func (s *Store) TryAcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration, fenced bool) (bool, []int64, error) {
@@ -147,8 +148,17 @@ func (s *Store) TryAcquireAll(ctx context.Context, keys []string, token string, 
 	if err := checkTTL("TTL", ttl); err != nil {
 		return false, nil, err
 	}
-	if _, single := s.client.(*redis.Client); !single && !redisscript.OneSlot(keys) {
-		return false, nil, fmt.Errorf("redisstore: %d keys of several Cluster hash slots (%s, ...): %w", len(keys), keys[0], lockstore.ErrNotAtomic)
+	switch s.client.(type) {
+	case *redis.Client: // one server (standalone, or Sentinel's master): any keys
+	case *redis.ClusterClient:
+		if !redisscript.OneSlot(keys) {
+			return false, nil, fmt.Errorf("redisstore: %d keys of several Cluster hash slots (%s, ...): %w", len(keys), keys[0], lockstore.ErrNotAtomic)
+		}
+	default:
+		// A Ring shards by its own consistent hash of the tag, not by
+		// Cluster slot: keys of one slot may live on two shards, and a
+		// script on one would set the other's key where nobody looks.
+		return false, nil, fmt.Errorf("redisstore: %d keys on a %T, which shards by a hash of its own: %w", len(keys), s.client, lockstore.ErrNotAtomic)
 	}
 	r, err := s.run(ctx, acquireAllScript, redisscript.AllKeys(keys), token, ttl.Milliseconds(), redisscript.Flag(fenced), fenceGrace.Milliseconds()).Int64Slice()
 	if err != nil {

@@ -77,6 +77,75 @@
 // one listing after the watch fires. A waiter that gives up deletes its
 // node (Dequeue), which passes a lock granted to it meanwhile on.
 //
+// # Shared holds and permits
+//
+// The store is a core.Sharer (core.Shared, core.Permits). The reference
+// recipes are Apache Curator's InterProcessReadWriteLock, whose read and
+// write locks are sequential nodes of one queue (a reader holds once no
+// writer's node is ahead of its own, a writer once its node is the lowest),
+// and InterProcessSemaphoreV2, whose leases are nodes under the semaphore's
+// node, counted under an internal lock. This store keeps the first and
+// adapts the second, because a share must keep the Store's contract, which
+// neither recipe does: its own TTL, a non-blocking try, and fences from the
+// same zxids as exclusive holds.
+//
+//   - A share is a contender in the key's queue like an exclusive lock: an
+//     EPHEMERAL_SEQUENTIAL child whose data is its TTL, judged dead by the
+//     server's clock as a lock is, but whose name carries a tag no token
+//     escapes to: "%S" and the token for a shared hold, "%P", n, the slot
+//     and the token for a permit. So the exclusive paths need no change: a
+//     live share ahead keeps an exclusive contender out (the marker of the
+//     other stores is the shares' nodes themselves), a dead one is deleted
+//     by the next contender, and Release or Extend of a share's token finds
+//     no lock of it.
+//   - A share holds while no live node ahead of it is an exclusive lock (or
+//     a fair waiter's place: shares queue behind a waiting writer, as
+//     Curator's readers do), a share of another mode (ErrModeMismatch), or a
+//     permit of its own slot. Curator blocks a reader until then; this
+//     store deletes the share's node again and reports the key busy.
+//   - A permit's slot is chosen before its node is made, from a listing:
+//     the lowest slot that no live permit holds. Two attempts may choose one
+//     slot; the later node finds the earlier one ahead and tries the next
+//     free slot. Permits of one slot never hold at once, so never more than
+//     n; no internal lock is needed (Curator's semaphore takes one), and a
+//     dead holder's slot is free at its TTL (CURATOR-315: leases of dead
+//     holders kept their permits).
+//   - Writers do not starve: TryAcquireWaiting, when live shares keep it
+//     out, writes the key's exclusive waiter's record, an EPHEMERAL node
+//     "w" beside the queue with its patience as TTL. There is one record
+//     per key, not per token (a Locker draws a token per attempt): each
+//     waiting attempt resets it. While it is live no new share holds, also
+//     after the shares have drained, until a waiter takes the key and
+//     deletes it, or it dies after the patience of the last attempt that
+//     wrote it.
+//   - ReleaseShare and ExtendShare are Release and Extend on the share's
+//     node; a store that did not take the share finds it by its token.
+//   - A fenced share's fence is the zxid of a write to its node made once it
+//     holds, higher than every fence drawn before, whatever the mode.
+//
+// Round trips: a shared hold takes two (create; list and read the new
+// node's stat, pipelined), three when nodes ahead must be read (an
+// exclusive node, another mode's share, a waiter's record), and one more to
+// delete its node when it fails; a permit one more first (the listing that
+// chooses its slot), and one more again to read the other permits' nodes
+// when they hold the lower slots; a fenced share one more (the write whose
+// zxid is its fence). ReleaseShare takes one, ExtendShare one;
+// TryAcquireWaiting one more than TryAcquire when it writes or deletes the
+// record.
+//
+// # Several keys at once
+//
+// The store is a core.MultiAcquirer (core.Locker.AcquireAll): one
+// multi-operation creates the token's node in the queue of every key, all
+// or none, whatever the keys; each key is then settled as TryAcquire
+// settles it, every key pipelined; if one of them is busy, one more
+// multi-operation deletes every node of the attempt. Two round trips for
+// any number of free keys, four when one is busy (its holder's node read,
+// then the deletion), as for one key. While the attempt runs, its nodes
+// that are the lowest hold their keys for a moment, as those of a
+// one-by-one attempt would; once it returns, the token holds every key or
+// none.
+//
 // # Clean-ups
 //
 // The store is a core.Undoer. A call that fails after it may have reached
@@ -84,10 +153,11 @@
 // it late), a Release that fails, a lease the Locker gives up and a fair
 // waiter that has gone leave nodes that nobody would renew or delete: the
 // store deletes the nodes of their tokens (found by the token in their
-// names), at once and then every 250 ms in the background, until it has
-// deleted one or the server has answered for the TTL (internal/undo,
-// shared with the other stores). A connection runs its requests in order,
-// so a deletion sent after a late renewal runs after it.
+// names: locks, places in the queue and shares; a key's exclusive waiter's
+// record is no token's, and dies after its patience), at once and then
+// every 250 ms in the background, until it has deleted one or the server
+// has answered for the TTL (internal/undo, shared with the other stores). A connection runs its requests in order, so a deletion sent
+// after a late renewal runs after it.
 //
 // # Fencing
 //
@@ -96,7 +166,10 @@
 // is the parent node's pzxid in the listing that showed its node lowest
 // (the zxid of the last change of the children, at least the deletion of
 // the previous holder's node), and a fenced Extend's is the zxid of its
-// SetData. Each is higher than every fence drawn before it on the key.
+// SetData. A fenced share's is the zxid of a SetData on its node once it
+// holds: shares hold side by side, and the renewal of one moves no pzxid,
+// so a listing's pzxid could fall behind a fence another share drew. Each
+// is higher than every fence drawn before it on the key, whatever the mode.
 //
 // # Round trips
 //

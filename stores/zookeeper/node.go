@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reqlock/reqlock/core"
 )
 
 // This file names the nodes: a parent node per key under the root, and
@@ -127,4 +129,73 @@ func decodeTTL(data []byte) (ms int64, ok bool) {
 func expired(mtime int64, data []byte, now int64) bool {
 	ms, ok := decodeTTL(data)
 	return ok && now > mtime+ms
+}
+
+// A share (a shared hold or a permit, shares.go) is a contender like any
+// other, so that an exclusive contender behind it waits for it and one
+// ahead of it keeps it out, but the token part of its name is a tag that no
+// escaped token is (escape writes '%' only before two upper-case
+// hexadecimal digits, or alone):
+//
+//	shared:      "%S" + escaped token
+//	permits(N):  "%P" + N + "_" + slot + "_" + escaped token
+//
+// so that a share is never taken for an exclusive lock of its token
+// (Release, Extend and the fair queue find a token's lock by its name).
+const (
+	sharedTag  = "%S"
+	permitsTag = "%P"
+)
+
+// waiterName is the name of a key's exclusive waiter's record
+// (TryAcquireWaiting), a node that is no contender: one per key, whichever
+// waiters and attempts write it, as the record is the key's, not a token's
+// (a Locker draws a token per attempt).
+const waiterName = "w"
+
+// shareName is what the name of a share's node says.
+type shareName struct {
+	hold  core.Hold
+	slot  int    // permits: the slot; 0 otherwise
+	token string // escaped
+}
+
+// shareTag returns the token part of the name of a share's node.
+func shareTag(h core.Hold, slot int, etoken string) string {
+	if h.Shared() {
+		return sharedTag + etoken
+	}
+	return permitsTag + strconv.Itoa(h.N) + "_" + strconv.Itoa(slot) + "_" + etoken
+}
+
+// parseShare reads the name of a child of a key's parent node; ok is false
+// unless it is a share's node.
+func parseShare(name string) (shareName, bool) {
+	c, ok := parseChild(name)
+	if !ok {
+		return shareName{}, false
+	}
+	return parseShareTag(c.token)
+}
+
+// parseShareTag reads the token part of a contender's name; ok is false
+// unless it is a share's tag.
+func parseShareTag(tag string) (shareName, bool) {
+	switch {
+	case strings.HasPrefix(tag, sharedTag):
+		return shareName{token: tag[len(sharedTag):]}, true
+	case strings.HasPrefix(tag, permitsTag):
+		parts := strings.SplitN(tag[len(permitsTag):], "_", 3)
+		if len(parts) != 3 {
+			return shareName{}, false
+		}
+		n, err1 := strconv.Atoi(parts[0])
+		slot, err2 := strconv.Atoi(parts[1])
+		h := core.Hold{N: n}
+		if err1 != nil || err2 != nil || n < 1 || h.Check() != nil || slot < 0 || slot >= n {
+			return shareName{}, false
+		}
+		return shareName{hold: h, slot: slot, token: parts[2]}, true
+	}
+	return shareName{}, false
 }

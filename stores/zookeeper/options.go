@@ -82,7 +82,8 @@ func WithWatchLinger(d time.Duration) Option {
 // to its bounds (minSessionTimeout and maxSessionTimeout, 2 and 20 ticks by
 // default), which go-zookeeper does not report. The store then refuses a
 // TTL longer than d, with an error wrapping core.ErrInvalidOption, in every
-// call that sets one (TryAcquire, Extend, Enqueue, Poll).
+// call that sets one (TryAcquire, Extend, Enqueue, Poll, TryAcquireShare,
+// ExtendShare, TryAcquireWaiting, TryAcquireAll).
 //
 // ZooKeeper expires the session of a client it has not heard from for the
 // session timeout (a partition, a stalled process), deletes the session's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +18,9 @@ import (
 )
 
 // Store keeps reqlock's locks in ZooKeeper. It implements core.Store,
-// core.Notifier, core.Queuer, core.Undoer and io.Closer; build it with New.
+// core.Notifier, core.Queuer, core.Undoer, core.Sharer (shared holds and
+// permits), core.MultiAcquirer (several keys at once) and io.Closer; build
+// it with New.
 type Store struct {
 	conn    *zk.Conn
 	root    string // "" for "/"
@@ -105,8 +108,20 @@ const bgTimeout = 2 * time.Second
 // try again after an error.
 const retryInterval = 250 * time.Millisecond
 
-// nodeKey names a lock: a key and a token.
-type nodeKey struct{ key, token string }
+// nodeKey names a lock: a key, a token, and the kind of node.
+type nodeKey struct {
+	key, token string
+	kind       byte // lockNode or shareNode
+}
+
+// The kinds of node the store remembers.
+const (
+	lockNode  = 0   // an exclusive lock, or a place in the fair queue
+	shareNode = 's' // a share: a shared hold or a permit (shares.go)
+)
+
+// lockKey is the nodeKey of key's exclusive lock for token.
+func lockKey(key, token string) nodeKey { return nodeKey{key: key, token: token} }
 
 // node is what the store remembers of the node of a lock it holds, so that
 // Extend and Release take one round trip.
@@ -122,16 +137,23 @@ type node struct {
 	sent   time.Time     // when its last write was sent, by this process's clock
 	want   time.Duration // the TTL its waiter asked for
 	fenced bool          // whether its waiter asked for a fence
+
+	// A share's (shares.go):
+	hold core.Hold // its mode
+	slot int       // its slot, for permits
 }
 
 // deadline returns the server's time after which n is dead.
 func (n node) deadline() int64 { return n.mtime + n.ttl }
 
 // remember records n as the node of key's lock for token.
-func (s *Store) remember(key, token string, n node) {
+func (s *Store) remember(key, token string, n node) { s.rememberK(lockKey(key, token), n) }
+
+// rememberK records n as the node of k.
+func (s *Store) rememberK(k nodeKey, n node) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nodes[nodeKey{key, token}] = n
+	s.nodes[k] = n
 }
 
 // markHeld records that the node at p, of key's lock for token, holds the
@@ -139,7 +161,7 @@ func (s *Store) remember(key, token string, n node) {
 func (s *Store) markHeld(key, token, p string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := nodeKey{key, token}
+	k := lockKey(key, token)
 	if n, ok := s.nodes[k]; ok && n.path == p {
 		n.held = true
 		s.nodes[k] = n
@@ -147,18 +169,24 @@ func (s *Store) markHeld(key, token, p string) {
 }
 
 // lookup returns the node the store remembers for key and token.
-func (s *Store) lookup(key, token string) (node, bool) {
+func (s *Store) lookup(key, token string) (node, bool) { return s.lookupK(lockKey(key, token)) }
+
+// lookupK returns the node the store remembers for k.
+func (s *Store) lookupK(k nodeKey) (node, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, ok := s.nodes[nodeKey{key, token}]
+	n, ok := s.nodes[k]
 	return n, ok
 }
 
 // forget drops what the store remembers for key and token.
-func (s *Store) forget(key, token string) {
+func (s *Store) forget(key, token string) { s.forgetK(lockKey(key, token)) }
+
+// forgetK drops what the store remembers for k.
+func (s *Store) forgetK(k nodeKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.nodes, nodeKey{key, token})
+	delete(s.nodes, k)
 }
 
 // dir returns the path of key's parent node.
@@ -212,10 +240,23 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	if err := s.checkTTL(ttl); err != nil {
 		return false, 0, err
 	}
+	ok, fence, _, err := s.tryAcquire(ctx, key, token, ttl, fenced)
+	return ok, fence, err
+}
+
+// seen is what an attempt of tryAcquire saw besides its outcome, for
+// TryAcquireWaiting.
+type seen struct {
+	byShare  bool // it failed because a live share (shares.go) was ahead of its node
+	noRecord bool // the listing that decided it showed no exclusive waiter's record
+}
+
+// tryAcquire is TryAcquire, and tells what the attempt saw.
+func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (ok bool, fence int64, saw seen, err error) {
 	if n, ok := s.lookup(key, token); ok && n.held {
-		ok, fence, err := s.renew(ctx, key, token, n, ttl, fenced)
+		ok, fence, err := s.renew(ctx, lockKey(key, token), n, ttl, fenced)
 		if err != nil || ok {
-			return ok, fence, wrap("acquire", key, err)
+			return ok, fence, seen{}, wrap("acquire", key, err)
 		}
 		// The lock was lost meanwhile: a fresh attempt.
 	}
@@ -227,7 +268,7 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		if mayHaveApplied(err) {
 			s.undoToken(key, token, ttl, sent)
 		}
-		return false, 0, wrap("acquire", key, err)
+		return false, 0, seen{}, wrap("acquire", key, err)
 	}
 	v, err := s.settle(ctx, dir, p, token, 0, nil)
 	if err == nil && v.own != nil {
@@ -236,29 +277,31 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	switch {
 	case err != nil:
 		s.undoToken(key, token, ttl, sent)
-		return false, 0, wrap("acquire", key, err)
+		return false, 0, seen{}, wrap("acquire", key, err)
 	case v.state == lowest:
 		s.remember(key, token, node{path: p, session: v.own.EphemeralOwner, version: v.own.Version, mtime: v.own.Mtime, ttl: ttlMillis(ttl), held: true})
+		saw := seen{noRecord: v.noRecord}
 		if !fenced {
-			return true, 0, nil
+			return true, 0, saw, nil
 		}
-		return true, v.fence, nil
+		return true, v.fence, saw, nil
 	case v.state == vanished:
 		if s.conn.SessionID() != session {
-			return false, 0, wrap("acquire", key, errGone)
+			return false, 0, seen{}, wrap("acquire", key, errGone)
 		}
 		// A contender found the new node dead (a TTL shorter than the
 		// attempt's round trips) and deleted it: it holds the key now.
-		return false, 0, nil
+		return false, 0, seen{}, nil
 	case v.state == twin:
 		// A node of this token was there already (a re-sent attempt whose
 		// store forgot it): keep the older one, reset its TTL.
 		s.drop(ctx, key, p, ttl, sent)
 		ok, fence, err := s.adopt(ctx, key, token, v.twin, ttl, fenced)
-		return ok, fence, wrap("acquire", key, err)
+		return ok, fence, seen{}, wrap("acquire", key, err)
 	default: // ahead: busy
 		s.drop(ctx, key, p, ttl, sent)
-		return false, 0, nil
+		_, isShare := parseShare(v.block)
+		return false, 0, seen{byShare: isShare, noRecord: v.noRecord}, nil
 	}
 }
 
@@ -286,7 +329,14 @@ func (s *Store) delete(ctx context.Context, p string, version int32) error {
 // (and the root) first when they are missing. It returns the new node's
 // path.
 func (s *Store) create(ctx context.Context, dir, token string, data []byte) (string, error) {
-	prefix := dir + "/" + nodePrefix + escape(token) + "-"
+	return s.createSeq(ctx, dir, nodePrefix+escape(token)+"-", data)
+}
+
+// createSeq creates an EPHEMERAL_SEQUENTIAL node named prefix and its
+// sequence number under dir, holding data, and makes dir (and the root)
+// first when they are missing. It returns the new node's path.
+func (s *Store) createSeq(ctx context.Context, dir, name string, data []byte) (string, error) {
+	prefix := dir + "/" + name
 	for try := 0; ; try++ {
 		p, err := call(ctx, func() (string, error) {
 			return s.conn.Create(prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl)
@@ -342,6 +392,11 @@ type verdict struct {
 	fence int64    // lowest: the parent's pzxid in the listing that showed it lowest
 	own   *zk.Stat // the node's stat, when settle read it
 	twin  string   // twin: the older node's path
+	block string   // ahead: the name of the live node ahead
+
+	// ahead, lowest: the listing that showed it had no exclusive waiter's
+	// record (waiterName) among its names.
+	noRecord bool
 }
 
 // settle clears the dead nodes ahead of the node at p (of token, under
@@ -400,8 +455,9 @@ func (s *Store) settle(ctx context.Context, dir, p, token string, now int64, fir
 		if j := findToken(children[:i], etoken); j >= 0 {
 			return verdict{state: twin, twin: dir + "/" + children[j].name}, nil
 		}
+		noRecord := !slices.Contains(names, waiterName)
 		if i == 0 {
-			v.state, v.fence = lowest, pst.Pzxid
+			v.state, v.fence, v.noRecord = lowest, pst.Pzxid, noRecord
 			return v, nil
 		}
 		for _, c := range children[:i] {
@@ -413,12 +469,12 @@ func (s *Store) settle(ctx context.Context, dir, p, token string, now int64, fir
 			case err != nil:
 				return v, err
 			case !expired(got.stat.Mtime, got.data, now):
-				return verdict{state: ahead, own: v.own}, nil
+				return verdict{state: ahead, own: v.own, block: c.name, noRecord: noRecord}, nil
 			}
 			err = s.delete(ctx, cp, got.stat.Version)
 			switch {
 			case errors.Is(err, zk.ErrBadVersion):
-				return verdict{state: ahead, own: v.own}, nil // extended meanwhile
+				return verdict{state: ahead, own: v.own, block: c.name, noRecord: noRecord}, nil // extended meanwhile
 			case err != nil && !errors.Is(err, zk.ErrNoNode):
 				return v, err
 			}
@@ -466,29 +522,29 @@ func (s *Store) Extend(ctx context.Context, key, token string, ttl time.Duration
 			return false, 0, wrap("extend", key, err)
 		}
 	}
-	ok, fence, err := s.renew(ctx, key, token, n, ttl, fenced)
+	ok, fence, err := s.renew(ctx, lockKey(key, token), n, ttl, fenced)
 	return ok, fence, wrap("extend", key, err)
 }
 
-// renew is Extend on the node n the store knows.
-func (s *Store) renew(ctx context.Context, key, token string, n node, ttl time.Duration, fenced bool) (bool, int64, error) {
+// renew is Extend on the node n the store knows for k.
+func (s *Store) renew(ctx context.Context, k nodeKey, n node, ttl time.Duration, fenced bool) (bool, int64, error) {
 	for try := 0; ; try++ {
 		if n.session != 0 && n.session != s.conn.SessionID() { // its session has ended, and the node with it
-			s.forget(key, token)
+			s.forgetK(k)
 			return false, 0, nil
 		}
 		sent := time.Now()
 		st, err := call(ctx, func() (*zk.Stat, error) { return s.conn.Set(n.path, encodeTTL(ttl), n.version) })
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
-			s.forget(key, token)
+			s.forgetK(k)
 			return false, 0, nil
 		case errors.Is(err, zk.ErrBadVersion) && try < 3:
 			// Another write of this token (a concurrent call): read the
 			// node again and retry.
 			if n, err = s.read(ctx, n); err != nil {
 				if errors.Is(err, zk.ErrNoNode) {
-					s.forget(key, token)
+					s.forgetK(k)
 					return false, 0, nil
 				}
 				return false, 0, err
@@ -500,14 +556,14 @@ func (s *Store) renew(ctx context.Context, key, token string, n node, ttl time.D
 		s.learnSkew(st.Mtime, sent)
 		if st.Mtime > n.deadline() {
 			// Expired before this write: take it back out.
-			s.forget(key, token)
+			s.forgetK(k)
 			if err := s.delete(ctx, n.path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-				s.undoNode(key, n.path, ttl, sent)
+				s.undoNode(k.key, n.path, ttl, sent)
 			}
 			return false, 0, nil
 		}
 		n.version, n.mtime, n.ttl = st.Version, st.Mtime, ttlMillis(ttl)
-		s.remember(key, token, n)
+		s.rememberK(k, n)
 		if !fenced {
 			return true, 0, nil
 		}
@@ -560,7 +616,7 @@ func (s *Store) adopt(ctx context.Context, key, token, p string, ttl time.Durati
 	if err != nil || !ok || n.path != p {
 		return false, 0, err
 	}
-	return s.renew(ctx, key, token, n, ttl, fenced)
+	return s.renew(ctx, lockKey(key, token), n, ttl, fenced)
 }
 
 // Release deletes the lock's node if it holds token: one multi-operation
@@ -580,15 +636,15 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 			return false, wrap("release", key, err)
 		}
 	}
-	ok, err := s.release(ctx, key, token, n)
+	ok, err := s.release(ctx, lockKey(key, token), n)
 	return ok, wrap("release", key, err)
 }
 
-// release is Release of the node n the store knows.
-func (s *Store) release(ctx context.Context, key, token string, n node) (bool, error) {
+// release is Release of the node n the store knows for k.
+func (s *Store) release(ctx context.Context, k nodeKey, n node) (bool, error) {
 	for try := 0; ; try++ {
 		if n.session != 0 && n.session != s.conn.SessionID() {
-			s.forget(key, token)
+			s.forgetK(k)
 			return false, nil
 		}
 		res, err := call(ctx, func() ([]zk.MultiResponse, error) {
@@ -599,12 +655,12 @@ func (s *Store) release(ctx context.Context, key, token string, n node) (bool, e
 		})
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
-			s.forget(key, token)
+			s.forgetK(k)
 			return false, nil
 		case errors.Is(err, zk.ErrBadVersion) && try < 3:
 			if n, err = s.read(ctx, n); err != nil {
 				if errors.Is(err, zk.ErrNoNode) {
-					s.forget(key, token)
+					s.forgetK(k)
 					return false, nil
 				}
 				return false, err
@@ -613,7 +669,7 @@ func (s *Store) release(ctx context.Context, key, token string, n node) (bool, e
 		case err != nil:
 			return false, err
 		}
-		s.forget(key, token)
+		s.forgetK(k)
 		if len(res) != 2 || res[1].Stat == nil {
 			return false, errors.New("multi-operation without a reply")
 		}

@@ -26,9 +26,9 @@ import (
 // clean-up sent after a late call runs after it.
 //
 // A clean-up deletes either every node of a token under the key's parent
-// node, found by the token in their names (Curator's protected mode): the
-// token of a failed call, which is never used again, or one that
-// core.Undoer's Undo is given; or one node whose path it knows: the node of
+// node, found by the token in their names (Curator's protected mode; a
+// share's name holds its token too): the token of a failed call, which is
+// never used again, or one that core.Undoer's Undo is given; or one node whose path it knows: the node of
 // an attempt that did not take the key, whose token may still hold another
 // node (a twin) or be sent again. An undo.Attempt's Key is the lock's key
 // and its Token the target: byToken or byNode, then the token or the path.
@@ -52,15 +52,17 @@ type undoCall struct {
 }
 
 // Undo deletes the nodes of token under key (core.Undoer): the lock token
-// holds, its place in key's queue, or what a failed call of token may have
-// created or renewed. A node of another token is never touched. It deletes
-// them at once within ctx if ctx has time left, then again in the
-// background until it deleted one, or the server has answered for ttl since
-// its first answer (a late call has run by then; a node it wrote later
-// still dies by its TTL), or the store is closed. It never holds the caller
-// past ctx.
+// holds, its place in key's queue, its share, or what a failed call of
+// token may have created or renewed. A node of another token is never
+// touched, nor the key's exclusive waiter's record, which is no token's (it
+// dies after its patience). It deletes them at once within ctx if ctx has
+// time left, then again in the background until it deleted one, or the
+// server has answered for ttl since its first answer (a late call has run
+// by then; a node it wrote later still dies by its TTL), or the store is
+// closed. It never holds the caller past ctx.
 func (s *Store) Undo(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
 	s.forget(key, token)
+	s.forgetK(shareKey(key, token))
 	target := string(byToken) + token
 	s.undos.Undo(ctx, key, target, ttl, sent, func(ctx context.Context) undo.Outcome {
 		return s.undoOnce(ctx, key, target)
@@ -104,7 +106,7 @@ func (s *Store) sweep(ctx context.Context, batch []*undo.Attempt) []undo.Outcome
 // undoOnce sends the deletion of target under key, or joins the one in
 // flight, and waits for its outcome within ctx.
 func (s *Store) undoOnce(ctx context.Context, key, target string) undo.Outcome {
-	k := nodeKey{key, target}
+	k := nodeKey{key: key, token: target}
 	s.mu.Lock()
 	c := s.undoing[k]
 	if c == nil {
@@ -146,11 +148,11 @@ func (s *Store) remove(key, target string) undo.Outcome {
 		return undoOutcome(err)
 	}
 	out := undo.Answered
-	for _, c := range sortChildren(list.names) {
-		if c.token != etoken {
+	for _, name := range list.names {
+		if !ownedBy(name, etoken) {
 			continue
 		}
-		switch undoOutcome(s.delete(s.ctx, dir+"/"+c.name, -1)) {
+		switch undoOutcome(s.delete(s.ctx, dir+"/"+name, -1)) {
 		case undo.Done:
 			out = undo.Done
 		case undo.NoAnswer:
@@ -158,6 +160,22 @@ func (s *Store) remove(key, target string) undo.Outcome {
 		}
 	}
 	return out
+}
+
+// ownedBy reports whether the child name of a key's parent node is a node
+// of the escaped token etoken: its lock or place in the queue, or its
+// share. The key's exclusive waiter's record is no token's: it dies after
+// its patience, or when a waiter takes the key.
+func ownedBy(name, etoken string) bool {
+	c, ok := parseChild(name)
+	if !ok {
+		return false
+	}
+	if c.token == etoken {
+		return true
+	}
+	sn, ok := parseShareTag(c.token)
+	return ok && sn.token == etoken
 }
 
 // undoOutcome is the outcome of a clean-up's call that returned err.
@@ -189,4 +207,11 @@ func isReply(err error) bool {
 		}
 	}
 	return false
+}
+
+// UndoShare removes token's share of key in the background, as Undo does
+// (Undo removes a share as well as a lock): the Locker calls it when a
+// share's release failed (core.ShareUndoer).
+func (s *Store) UndoShare(ctx context.Context, key, token string, ttl time.Duration, sent time.Time) {
+	s.Undo(ctx, key, token, ttl, sent)
 }
