@@ -19,6 +19,7 @@ import (
 const (
 	demoReaders   = 20  // concurrent GETs of one order, beside a few pays and cancels of it
 	demoBuyers    = 150 // concurrent buyers of an item of demoPerSegment × itemSegments units
+	demoInFlight  = 25  // of which at most this many have a request in flight
 	demoPerSeg    = 20  // units per segment of the demo's item: 100 in all
 	demoTransfers = 20  // transfers each way between two orders, all at once
 	demoAttempts  = 2000
@@ -165,13 +166,19 @@ func (a *app) demoModes(ctx context.Context) (*modesResult, error) {
 		a.store.stock(sku, demoPerSeg)
 		resetWaits()
 		startGun = make(chan struct{})
+		// At most demoInFlight buys at once: a store whose permits cost a
+		// round trip per holder or waiter (ZooKeeper's children) slows
+		// down with every waiting request.
+		inFlight := make(chan struct{}, demoInFlight)
 		for range demoBuyers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				<-startGun
 				for range demoAttempts {
+					inFlight <- struct{}{}
 					code, body := do(http.MethodPost, base+"/items/"+sku+"/buy", "")
+					<-inFlight
 					switch code {
 					case http.StatusOK:
 						atomic.AddInt64(&res.sold, 1)
@@ -286,8 +293,8 @@ func (r *modesResult) print(w io.Writer) {
 	if r.sharesSkipped != "" {
 		fmt.Fprintf(w, "flash sale: skipped: %s\n", r.sharesSkipped)
 	} else {
-		fmt.Fprintf(w, "flash sale, permits (POST /items/:sku/buy, WithPermits(%d)): %d buyers at once, %d units in %d segments, retrying on 409\n",
-			itemSegments, r.buyers, r.stock, itemSegments)
+		fmt.Fprintf(w, "flash sale, permits (POST /items/:sku/buy, WithPermits(%d)): %d buyers at once (%d requests in flight), %d units in %d segments, retrying on 409\n",
+			itemSegments, r.buyers, demoInFlight, r.stock, itemSegments)
 		fmt.Fprintf(w, "  sold: %d (left %d), sold out (410): %d, oversold: %d; most sellers inside at once: %d (at most %d); segment overlaps: %d\n",
 			r.sold, r.left, r.soldOut, r.oversold, r.maxSellers, itemSegments, r.segOverlaps)
 		fmt.Fprintf(w, "  409s sent again: %d; lock wait p50 %v, p99 %v\n", r.saleRetries, us(r.saleP50), us(r.saleP99))
