@@ -39,7 +39,7 @@
 // readers inside at once), a flash sale of 100 units to 150 buyers (sold,
 // oversold, the most sellers inside at once) and crossing transfers (done,
 // timed out, the sum of the two amounts), each with the lock's wait p50 and
-// p99. On a store that keeps one holder per name (ZooKeeper and SQL, for
+// p99. On a store that keeps one holder per name (the SQL stores, for
 // now), reads are locked exclusively and the flash sale answers 501.
 //
 // It listens on the loopback interface only, so that nothing outside the
