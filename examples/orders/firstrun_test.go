@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -247,8 +248,9 @@ func (c curlCall) send(t *testing.T) (int, string) {
 // TestBannerCommandsWork: the curl commands that the banner prints work as
 // they are printed, against the service that printed them: create, two pays
 // at once (one pays, the other finds the order paid or gives up busy),
-// cancel (refused: paid), read. The grpcurl commands are said to be
-// optional, with what grpcurl is.
+// cancel (refused: paid), read; create two orders at once and transfer
+// between them; buy one unit of the flash sale's item and read its stock.
+// The grpcurl commands are said to be optional, with what grpcurl is.
 func TestBannerCommandsWork(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	a, err := start(testConfig(redistest.Start(t).Addr()))
@@ -259,8 +261,8 @@ func TestBannerCommandsWork(t *testing.T) {
 	var banner strings.Builder
 	a.printUsage(&banner)
 	lines := bannerCurls(t, banner.String())
-	if len(lines) != 4 {
-		t.Fatalf("%d curl lines, want 4:\n%s", len(lines), banner.String())
+	if len(lines) != 8 {
+		t.Fatalf("%d curl lines, want 8:\n%s", len(lines), banner.String())
 	}
 	want := []struct {
 		method, path string
@@ -270,6 +272,10 @@ func TestBannerCommandsWork(t *testing.T) {
 		{http.MethodPost, "/orders/42/pay", [][]int{{200, 409, 422}, {200, 409, 422}}},
 		{http.MethodPost, "/orders/42/cancel", [][]int{{422}}},
 		{http.MethodGet, "/orders/42", [][]int{{200}}},
+		{http.MethodPost, "/orders/4", [][]int{{200}, {200}}}, // 44 and 45: checked below
+		{http.MethodPost, "/orders/44/transfer/45", [][]int{{200}}},
+		{http.MethodPost, "/items/" + flashSKU + "/buy", [][]int{{200}}},
+		{http.MethodGet, "/items/" + flashSKU, [][]int{{200}}},
 	}
 	for i, calls := range lines {
 		if len(calls) != len(want[i].codes) {
@@ -279,8 +285,12 @@ func TestBannerCommandsWork(t *testing.T) {
 		bodies := make([]string, len(calls))
 		var wg sync.WaitGroup
 		for j, c := range calls {
-			if c.method != want[i].method || c.url != "http://"+a.httpAddr+want[i].path {
-				t.Fatalf("line %d: %s %s, want %s http://%s%s", i, c.method, c.url, want[i].method, a.httpAddr, want[i].path)
+			path := want[i].path
+			if i == 4 {
+				path += fmt.Sprint(4 + j)
+			}
+			if c.method != want[i].method || c.url != "http://"+a.httpAddr+path {
+				t.Fatalf("line %d: %s %s, want %s http://%s%s", i, c.method, c.url, want[i].method, a.httpAddr, path)
 			}
 			wg.Add(1)
 			go func() { defer wg.Done(); got[j], bodies[j] = c.send(t) }()
@@ -301,6 +311,14 @@ func TestBannerCommandsWork(t *testing.T) {
 	}
 	if o, _ := a.store.get("42"); o.State != statePaid || o.AmountCents != 1250 {
 		t.Errorf("order 42 after the banner's commands: %+v", o)
+	}
+	a44, _ := a.store.get("44")
+	a45, _ := a.store.get("45")
+	if a44.AmountCents != 750 || a45.AmountCents != 750 {
+		t.Errorf("orders 44 and 45 after the banner's transfer: %+v %+v", a44, a45)
+	}
+	if it, _ := a.store.item(flashSKU); it.Sold != 1 || it.Left != flashPerSegment*itemSegments-1 {
+		t.Errorf("item %s after the banner's buy: %+v", flashSKU, it)
 	}
 	for _, s := range []string{
 		"grpcurl, a curl-like command-line client for gRPC that is not part of this\nrepository (https://github.com/fullstorydev/grpcurl)",
@@ -352,10 +370,11 @@ func TestBannerCommandsWithCurl(t *testing.T) {
 		}
 		out = append(out, string(b))
 	}
-	if len(out) != 4 {
-		t.Fatalf("%d curl lines, want 4", len(out))
+	if len(out) != 8 {
+		t.Fatalf("%d curl lines, want 8", len(out))
 	}
-	for i, want := range []string{`"state":"created"`, `"state":"paid"`, "the order is paid", `"state":"paid"`} {
+	for i, want := range []string{`"state":"created"`, `"state":"paid"`, "the order is paid", `"state":"paid"`,
+		`"amount_cents":500}`, `"to":{"id":"45","state":"created","amount_cents":750}`, `"segment":0,"segment_left":19`, `"left":99,"sold":1}`} {
 		if !strings.Contains(out[i], want) {
 			t.Errorf("curl line %d printed %q; want %q in it", i, out[i], want)
 		}
@@ -481,6 +500,10 @@ func TestWrongMethodIs405(t *testing.T) {
 		{http.MethodDelete, "/orders/42/cancel", 405, "POST"},
 		{http.MethodGet, "/nowhere", 404, ""},
 		{http.MethodPost, "/orders/42/refund", 404, ""},
+		{http.MethodGet, "/orders/42/transfer/43", 405, "POST"},
+		{http.MethodGet, "/items/10001/buy", 405, "POST"},
+		{http.MethodPost, "/items/10001", 405, "GET"},
+		{http.MethodPost, "/items/10001/sell", 404, ""},
 	} {
 		req, err := http.NewRequest(tc.method, "http://"+a.httpAddr+tc.path, nil)
 		if err != nil {
@@ -498,6 +521,11 @@ func TestWrongMethodIs405(t *testing.T) {
 		}
 		if !strings.Contains(msg, tc.method) || !strings.Contains(msg, tc.path) || (tc.allow != "" && !strings.Contains(msg, "allowed: "+tc.allow)) {
 			t.Errorf("%s %s: the error %q does not say what was asked and what is allowed", tc.method, tc.path, msg)
+		}
+		for _, route := range []string{"GET /orders/:id", "POST /orders/:id/pay", "POST /orders/:id/transfer/:to", "GET /items/:sku", "POST /items/:sku/buy"} {
+			if tc.code == 404 && !strings.Contains(msg, route) {
+				t.Errorf("%s %s: the 404 %q does not name the route %s", tc.method, tc.path, msg, route)
+			}
 		}
 	}
 	if n := a.acquires() - before; n != 0 {

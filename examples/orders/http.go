@@ -38,15 +38,25 @@ func httpServer(h http.Handler, cfg Config) *http.Server {
 	}
 }
 
-// httpHandler serves the orders API over HTTP; changes are locked per order.
+// httpHandler serves the orders API over HTTP, in the three lock modes:
+//
+//   - an order's routes hold the order's lock with WithSharedReads: GET
+//     /orders/:id shared (reads run together), create, pay and cancel
+//     exclusively (a read-write lock, as Redisson's RReadWriteLock);
+//   - POST /orders/:id/transfer/:to holds both orders, all or none, in one
+//     canonical order (a key of two names: AcquireAll), so that crossing
+//     transfers never deadlock;
+//   - POST /items/:sku/buy, the flash sale, holds one of itemSegments
+//     permits of the item (WithPermits) and sells from the segment of its
+//     slot.
 //
 // The order of the middleware on a locked route matters:
 //
-//	readBody (MaxBody, within the server's ReadTimeout) → [createInput] → budget (HandlerTimeout) → ginlock → handler
+//	readBody (MaxBody, within the server's ReadTimeout) → [amountInput] → budget (HandlerTimeout) → ginlock → handler
 //
 // The body is read whole before the lock is taken, so the lock is held only
 // while the handler works, never while a client sends; a create's body is
-// also checked before it (createInput), so a request that cannot succeed
+// (and a transfer's) also checked before it (amountInput), so a request that cannot succeed
 // never waits for, nor holds, an order's lock. A method that a path does
 // not have is answered 405 with an Allow header, an unknown path 404, both
 // with a JSON error like every other answer. Handlers pass
@@ -59,10 +69,41 @@ func httpHandler(s *store, locker *core.Locker, cfg Config, opts ...ginlock.Opti
 	if err != nil {
 		return nil, err
 	}
-	if err := ginlock.Check(locker, key, opts...); err != nil {
+	pair, err := keyfunc.Templates("order:{param.id}", "order:{param.to}")
+	if err != nil {
 		return nil, err
 	}
-	lock := ginlock.New(locker, key, opts...)
+	itemKey, err := keyfunc.Template("item:{param.sku}")
+	if err != nil {
+		return nil, err
+	}
+	// Shared holds and permits need a store that keeps several holders of
+	// a name (a core.Sharer); on one that does not, reads are locked
+	// exclusively and the flash sale is not served.
+	shares := locker.CheckMode(core.ModeShared) == nil
+	orderOpts := slices.Clip(opts)
+	if shares {
+		orderOpts = append(orderOpts, ginlock.WithSharedReads())
+	}
+	itemOpts := append(slices.Clip(opts), ginlock.WithPermits(itemSegments))
+	type route struct {
+		key  keyfunc.Func
+		opts []ginlock.Option
+	}
+	routes := []route{{key, orderOpts}, {pair, opts}}
+	if shares {
+		routes = append(routes, route{itemKey, itemOpts})
+	}
+	for _, rt := range routes {
+		if err := ginlock.Check(locker, rt.key, rt.opts...); err != nil {
+			return nil, err
+		}
+	}
+	// GETs of an order hold it shared, its writes exclusively: reads run
+	// together, never beside a create, pay, cancel or transfer of it.
+	lock := ginlock.New(locker, key, orderOpts...)
+	// A transfer holds both orders, all or none (AcquireAll).
+	lockPair := ginlock.New(locker, pair, opts...)
 	locked := []gin.HandlerFunc{readBody(cfg.MaxBody), budget(cfg.HandlerTimeout), lock}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true                     // 405 with Allow, not 404, for a method the path lacks
@@ -73,16 +114,15 @@ func httpHandler(s *store, locker *core.Locker, cfg Config, opts ...ginlock.Opti
 	})
 	r.NoRoute(func(c *gin.Context) {
 		c.JSON(http.StatusNotFound, gin.H{"error": fmt.Sprintf("no route for %s %s; the routes are GET /orders/:id, "+
-			"POST /orders/:id (create), POST /orders/:id/pay and POST /orders/:id/cancel", c.Request.Method, c.Request.URL.Path)})
+			"POST /orders/:id (create), POST /orders/:id/pay, POST /orders/:id/cancel, "+
+			"POST /orders/:id/transfer/:to (move amount_cents to order :to), "+
+			"GET /items/:sku (stock) and POST /items/:sku/buy (the flash sale)", c.Request.Method, c.Request.URL.Path)})
 	})
-	r.GET("/orders/:id", func(c *gin.Context) {
-		if o, ok := s.get(c.Param("id")); ok {
-			c.JSON(http.StatusOK, o)
-			return
-		}
-		c.JSON(http.StatusNotFound, gin.H{"error": errNotFound.Error()})
+	r.GET("/orders/:id", budget(cfg.HandlerTimeout), lock, func(c *gin.Context) {
+		defer s.enterRead(c.Param("id"))()
+		answer(c)(s.read(c.Request.Context(), c.Param("id")))
 	})
-	r.POST("/orders/:id", readBody(cfg.MaxBody), createInput(), budget(cfg.HandlerTimeout), lock, func(c *gin.Context) {
+	r.POST("/orders/:id", readBody(cfg.MaxBody), amountInput(orderBody), budget(cfg.HandlerTimeout), lock, func(c *gin.Context) {
 		defer s.enter(c.Param("id"))()
 		answer(c)(s.create(c.Request.Context(), c.Param("id"), c.GetInt64(amountKey)))
 	})
@@ -94,7 +134,59 @@ func httpHandler(s *store, locker *core.Locker, cfg Config, opts ...ginlock.Opti
 		defer s.enter(c.Param("id"))()
 		answer(c)(s.cancel(c.Request.Context(), c.Param("id")))
 	})...)
+	r.POST("/orders/:id/transfer/:to", readBody(cfg.MaxBody), amountInput(transferBody), budget(cfg.HandlerTimeout), lockPair, func(c *gin.Context) {
+		from, to := c.Param("id"), c.Param("to")
+		defer s.enter(from)()
+		defer s.enter(to)()
+		t, err := s.transfer(c.Request.Context(), from, to, c.GetInt64(amountKey))
+		if err != nil {
+			answer(c)(Order{}, err)
+			return
+		}
+		c.JSON(http.StatusOK, t)
+	})
+	r.GET("/items/:sku", func(c *gin.Context) {
+		if it, ok := s.item(c.Param("sku")); ok {
+			c.JSON(http.StatusOK, it)
+			return
+		}
+		c.JSON(http.StatusNotFound, gin.H{"error": fmt.Sprintf("%v: %s", errNoItem, c.Param("sku"))})
+	})
+	if !shares {
+		r.POST("/items/:sku/buy", func(c *gin.Context) {
+			c.JSON(http.StatusNotImplemented, gin.H{"error": fmt.Sprintf("the flash sale needs permits, which this lock store does not keep: %v",
+				locker.CheckMode(core.ModePermits))})
+		})
+		return r, nil
+	}
+	r.POST("/items/:sku/buy", readBody(cfg.MaxBody), itemKnown(s), budget(cfg.HandlerTimeout),
+		ginlock.New(locker, itemKey, itemOpts...), func(c *gin.Context) {
+			sale, err := s.buy(c.Request.Context(), c.Param("sku"), ginlock.Lease(c))
+			switch {
+			case err == nil:
+				c.JSON(http.StatusOK, sale)
+			case errors.Is(err, errSegmentEmpty):
+				c.Header("Retry-After", "0")
+				c.JSON(http.StatusConflict, gin.H{"error": err.Error(), "retry": true})
+			case errors.Is(err, errSoldOut):
+				c.JSON(http.StatusGone, gin.H{"error": err.Error()})
+			case errors.Is(err, errNoItem):
+				c.JSON(http.StatusNotFound, gin.H{"error": err.Error()})
+			default:
+				answer(c)(Order{}, err)
+			}
+		})
 	return r, nil
+}
+
+// itemKnown answers 404 for an item that the store does not have, before
+// the lock: a buy of an unknown item takes no permit.
+func itemKnown(s *store) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if _, ok := s.item(c.Param("sku")); !ok {
+			c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": fmt.Sprintf("%v: %s (item %s is stocked at start-up)", errNoItem, c.Param("sku"), flashSKU)})
+		}
+	}
 }
 
 // readBody reads the whole request body, at most max bytes, before the
@@ -129,23 +221,28 @@ func readBody(max int64) gin.HandlerFunc {
 	}
 }
 
-// amountKey is where createInput leaves a create's amount for the handler
-// (c.GetInt64).
+// amountKey is where amountInput leaves a create's or a transfer's amount
+// for the handler (c.GetInt64).
 const amountKey = "amount_cents"
 
-// createInput checks a create's body, which readBody has read whole, before
-// the lock: a body that is not JSON is answered 400, saying where the decoder
-// stopped; JSON that is not a valid order 422, naming each missing, unknown
-// or invalid field ({"error": "...", "fields": {"amount_cents": "..."}}). A
-// valid amount is left for the handler under amountKey.
-func createInput() gin.HandlerFunc {
+// amountInput checks a create's or a transfer's body, which readBody has
+// read whole, before the lock: a body that is not JSON is answered 400,
+// saying where the decoder stopped; JSON that is not a valid one 422, naming
+// each missing, unknown or invalid field ({"error": "...", "fields":
+// {"amount_cents": "..."}}); a transfer of an order to itself 422. A valid
+// amount is left for the handler under amountKey.
+func amountInput(kind bodyKind) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var body []byte
 		if r := c.Request; r.Body != nil && r.Body != http.NoBody {
 			body, _ = io.ReadAll(r.Body) // bytes already in memory (readBody)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
-		amount, bad := parseCreate(body)
+		amount, bad := parseAmount(body, kind)
+		if bad == nil && kind == transferBody && c.Param("id") == c.Param("to") {
+			bad = &inputError{status: http.StatusUnprocessableEntity,
+				msg: fmt.Sprintf("the transfer is invalid: order %s cannot be transferred to itself; name two different orders", c.Param("id"))}
+		}
 		if bad != nil {
 			h := gin.H{"error": bad.msg}
 			if len(bad.fields) > 0 {
@@ -158,7 +255,18 @@ func createInput() gin.HandlerFunc {
 	}
 }
 
-// inputError is a body that createInput refuses.
+// bodyKind is what a body of {"amount_cents": N} is for, in messages.
+type bodyKind struct {
+	a, the, missing string
+}
+
+// The bodies that carry an amount.
+var (
+	orderBody    = bodyKind{"an order", "the order", "the order's amount in cents"}
+	transferBody = bodyKind{"a transfer", "the transfer", "the cents to move from the order to the other"}
+)
+
+// inputError is a body that amountInput refuses.
 type inputError struct {
 	status int               // 400: not JSON; 422: JSON, but not a valid order
 	msg    string            // the JSON error
@@ -168,10 +276,10 @@ type inputError struct {
 // createExample is a valid create body, for the messages.
 const createExample = `{"amount_cents":1250}`
 
-// parseCreate reads a create's body: a JSON object whose only field,
-// amount_cents, is a positive whole number. Field names match ignoring case,
-// as encoding/json binds them.
-func parseCreate(body []byte) (int64, *inputError) {
+// parseAmount reads a create's or a transfer's body: a JSON object whose
+// only field, amount_cents, is a positive whole number. Field names match
+// ignoring case, as encoding/json binds them.
+func parseAmount(body []byte, kind bodyKind) (int64, *inputError) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return 0, &inputError{status: http.StatusBadRequest, msg: "the body is empty: send a JSON object such as " + createExample}
 	}
@@ -194,7 +302,7 @@ func parseCreate(body []byte) (int64, *inputError) {
 	seen := false
 	for name, raw := range fields {
 		if !strings.EqualFold(name, "amount_cents") {
-			problems[name] = fmt.Sprintf("%q is not a field of an order (its only field is amount_cents)", name)
+			problems[name] = fmt.Sprintf("%q is not a field of %s (its only field is amount_cents)", name, kind.a)
 			continue
 		}
 		seen = true
@@ -210,7 +318,7 @@ func parseCreate(body []byte) (int64, *inputError) {
 		amount = n
 	}
 	if !seen {
-		problems["amount_cents"] = "amount_cents is missing (the order's amount in cents, a positive whole number such as 1250)"
+		problems["amount_cents"] = "amount_cents is missing (" + kind.missing + ", a positive whole number such as 1250)"
 	}
 	if len(problems) == 0 {
 		return amount, nil
@@ -219,7 +327,7 @@ func parseCreate(body []byte) (int64, *inputError) {
 	for _, name := range slices.Sorted(maps.Keys(problems)) {
 		msgs = append(msgs, problems[name])
 	}
-	return 0, &inputError{status: http.StatusUnprocessableEntity, msg: "the order is invalid: " + strings.Join(msgs, "; "), fields: problems}
+	return 0, &inputError{status: http.StatusUnprocessableEntity, msg: kind.the + " is invalid: " + strings.Join(msgs, "; "), fields: problems}
 }
 
 // syntaxWhere describes a JSON syntax error with its place in body: line

@@ -3,9 +3,44 @@
 // gRPC alike, locked with reqlock's middleware and interceptor.
 //
 //	go run ./examples/orders            # serve on 127.0.0.1:8080 (HTTP) and 127.0.0.1:9090 (gRPC)
-//	go run ./examples/orders -demo      # fire concurrent duplicates at itself, print a table, exit
+//	go run ./examples/orders -demo      # fire concurrent duplicates at itself, print a table and the lock modes' figures, exit
 //	go run ./examples/orders -demo -telemetry=stdout   # ... and print its traces and metrics as JSON
 //	go run ./examples/orders -help      # every flag, and the environment variables they fall back to
+//
+// Its HTTP API shows reqlock's three lock modes (gRPC serves create, pay
+// and cancel):
+//
+//	GET  /orders/:id               read an order: a shared hold (ginlock.WithSharedReads), so reads run
+//	                               together and never beside a create, pay, cancel or transfer of it
+//	POST /orders/:id               create it, {"amount_cents":N}: exclusive, like pay and cancel
+//	POST /orders/:id/pay           pay it
+//	POST /orders/:id/cancel        cancel it
+//	POST /orders/:id/transfer/:to  move {"amount_cents":N} from order :id to order :to, both created:
+//	                               a key of two names (keyfunc.Templates) holds both orders, all or
+//	                               none, in one canonical order (Locker.AcquireAll), so that crossing
+//	                               transfers never deadlock; each order's write carries its own fence
+//	GET  /items/:sku               an item's stock, per segment
+//	POST /items/:sku/buy           the flash sale: one of 5 permits of the item (ginlock.WithPermits(5)),
+//	                               selling one unit from the segment of its slot (Lease.Slot); 409 with
+//	                               "retry": true when the segments with stock are being sold from, 410
+//	                               when the item is sold out
+//
+// Item 10001 is stocked at start-up with 100 units, 20 in each of its 5
+// segments (the "segmented lock" of a hot item). With the service running:
+//
+//	curl -X POST http://127.0.0.1:8080/orders/44 -H 'Content-Type: application/json' -d '{"amount_cents":1000}'
+//	curl -X POST http://127.0.0.1:8080/orders/45 -H 'Content-Type: application/json' -d '{"amount_cents":500}'
+//	curl -X POST http://127.0.0.1:8080/orders/44/transfer/45 -H 'Content-Type: application/json' -d '{"amount_cents":250}'
+//	curl http://127.0.0.1:8080/orders/45
+//	curl -X POST http://127.0.0.1:8080/items/10001/buy
+//	curl http://127.0.0.1:8080/items/10001
+//
+// The -demo ends with their figures: concurrent GETs of one order (the most
+// readers inside at once), a flash sale of 100 units to 150 buyers (sold,
+// oversold, the most sellers inside at once) and crossing transfers (done,
+// timed out, the sum of the two amounts), each with the lock's wait p50 and
+// p99. On a store that keeps one holder per name (the SQL stores, for
+// now), reads are locked exclusively and the flash sale answers 501.
 //
 // It listens on the loopback interface only, so that nothing outside the
 // machine reaches it by default; -http and -grpc choose other addresses
@@ -73,7 +108,8 @@ func defineFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.GRPCAddr, "grpc", cfg.GRPCAddr,
 		"gRPC listen address, host:port. The default listens on the loopback interface only; "+
 			"-grpc :9090 (or 0.0.0.0:9090) listens on every interface, port 0 picks a free one")
-	fs.BoolVar(&cfg.Demo, "demo", false, "listen on free loopback ports, fire concurrent duplicate requests at the service, print a table and exit")
+	fs.BoolVar(&cfg.Demo, "demo", false, "listen on free loopback ports, fire concurrent duplicate requests at the service, print a table, then the lock modes' figures "+
+		"(concurrent reads, a flash sale, crossing transfers), and exit")
 	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long a request waits for a busy order before it is answered 409 / Aborted")
 	fs.DurationVar(&cfg.Work, "work", cfg.Work, "simulated work inside each locked handler")
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "where the locks are kept: "+storeNames())
@@ -87,10 +123,12 @@ An orders service whose requests for one order never run at once, over
 HTTP and gRPC. With no flags and no environment, it serves
   HTTP on %s and gRPC on %s (loopback only),
 keeps its locks in an embedded Redis (miniredis) and prints curl commands
-to try it.
+to try it: orders (GETs share an order's lock, writes hold it alone),
+transfers between two orders (both locked at once) and a flash sale of
+item %s, stocked at start-up with %d units in %d segments (%d permits).
 
 Flags:
-`, defaultConfig().HTTPAddr, defaultConfig().GRPCAddr)
+`, defaultConfig().HTTPAddr, defaultConfig().GRPCAddr, flashSKU, flashPerSegment*itemSegments, itemSegments, itemSegments)
 		fs.PrintDefaults()
 	}
 }

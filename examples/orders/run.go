@@ -94,6 +94,14 @@ func run(ctx context.Context, cfg Config, w io.Writer) error {
 		if res.overlaps != 0 {
 			return fmt.Errorf("%d overlapping critical sections: mutual exclusion is broken", res.overlaps)
 		}
+		modes, err := a.demoModes(ctx)
+		if err != nil {
+			return err
+		}
+		modes.print(w)
+		if bad := modes.broken(); bad != "" {
+			return fmt.Errorf("the lock modes' demo: %s", bad)
+		}
 		return nil
 	}
 	a.printUsage(w)
@@ -145,6 +153,7 @@ func start(cfg Config) (_ *app, err error) {
 		return nil, err
 	}
 	a.store = newStore(locker, cfg.Work)
+	a.store.stock(flashSKU, flashPerSegment) // the flash sale's item: 100 units in 5 segments of 20
 
 	gin.SetMode(gin.ReleaseMode)
 	h, err := httpHandler(a.store, locker, cfg)
@@ -214,6 +223,18 @@ then finds it paid: 422, or gives up: 409), cancel it (422: it is paid), read it
   curl -X POST %[1]s/orders/42/pay & curl -X POST %[1]s/orders/42/pay; wait
   curl -X POST %[1]s/orders/42/cancel
   curl %[1]s/orders/42
+GETs of an order hold it shared: they run together, never beside a create, pay, cancel or transfer of it.
+
+Transfer cents between two created orders: both are locked at once, all or none, in one order
+(so that transfers crossing each other never deadlock); an order to itself is refused (422):
+  curl -X POST %[1]s/orders/44 -H 'Content-Type: application/json' -d '{"amount_cents":1000}' & curl -X POST %[1]s/orders/45 -H 'Content-Type: application/json' -d '{"amount_cents":500}'; wait
+  curl -X POST %[1]s/orders/44/transfer/45 -H 'Content-Type: application/json' -d '{"amount_cents":250}'
+
+Flash sale: item %[9]s was stocked at start-up with %[10]d units in %[11]d segments of %[12]d. Up to %[11]d buyers hold a
+permit of it at once, each selling from its own segment; 409 means retry (the segments with stock are
+being sold from), 410 sold out. Buy one, then see its stock:
+  curl -X POST %[1]s/items/%[9]s/buy
+  curl %[1]s/items/%[9]s
 
 gRPC serves the same orders (service orders.v1.Orders, with server reflection). To call it by hand,
 optionally, use grpcurl, a curl-like command-line client for gRPC that is not part of this
@@ -223,7 +244,8 @@ repository (https://github.com/fullstorydev/grpcurl):
 Or run "go run ./examples/orders -demo", which calls both transports itself.
 
 Ctrl-C stops it.
-`, h, g, a.storeAt, a.cfg.Wait, a.cfg.MaxBody, a.cfg.ReadTimeout, a.cfg.HandlerTimeout, a.cfg.TTL)
+`, h, g, a.storeAt, a.cfg.Wait, a.cfg.MaxBody, a.cfg.ReadTimeout, a.cfg.HandlerTimeout, a.cfg.TTL,
+		flashSKU, flashPerSegment*itemSegments, itemSegments, flashPerSegment)
 }
 
 // loopback turns a listen address like "[::]:8080" into one to call.

@@ -55,29 +55,51 @@ type Order struct {
 // the holder after it. A store of your own does the same in its write, e.g.
 // UPDATE ... SET fence = $f WHERE id = $id AND fence <= $f.
 //
-// The overlap detector (enter) is called by the transports' handlers, behind
-// the middleware and interceptor and before the store's own Acquire: it
-// checks that the middleware serialises requests, which the store's nested
-// lock would otherwise do by itself.
+// The overlap detector (enter, enterRead) is called by the transports'
+// handlers, behind the middleware and interceptor and before the store's
+// own Acquire: it checks that the middleware serialises requests, which the
+// store's nested lock would otherwise do by itself. It is a read-write
+// detector: a writer (create, pay, cancel, transfer) beside anyone, or a
+// reader (GET, under a shared hold) beside a writer, of one order is an
+// overlap; readers beside readers are what shared holds are for, and it
+// records the most readers of one order inside at once.
+//
+// It also keeps the flash sale's items (see items.go).
 type store struct {
 	locker *core.Locker
 	work   time.Duration
 
-	mu     sync.Mutex
-	orders map[string]Order
-	fences map[string]int64 // the highest fence accepted per order
-	inside map[string]int
+	mu      sync.Mutex
+	orders  map[string]Order
+	fences  map[string]int64 // the highest fence accepted per order
+	inside  map[string]int   // writers inside, per order
+	readers map[string]int   // readers inside, per order
+	items   map[string]*item // the flash sale's items, by sku
 
 	// beforeWrite, if set (by tests), runs between the last check of the
 	// lease and the write, where a real process may be frozen.
 	beforeWrite func(id string)
+	// onRead, if set (by tests), runs inside a GET's shared hold, after the
+	// reader is counted.
+	onRead func(id string)
+	// onSell, if set (by tests), runs inside a buy, once its seller and its
+	// segment are counted.
+	onSell func(sku string, segment int)
 
-	entered  atomic.Int64 // handlers run for an order
-	overlaps atomic.Int64 // handlers that found another one running for the same order
+	entered    atomic.Int64 // handlers run for an order
+	overlaps   atomic.Int64 // handlers that found another one running for the same order, against the rules above
+	maxReaders atomic.Int64 // the most readers of one order inside at once
+
+	sellers        atomic.Int64 // buy handlers inside now, any item
+	maxSellers     atomic.Int64 // the most buy handlers of one item inside at once
+	segOverlaps    atomic.Int64 // sales that found another sale running on the same segment
+	sellersPerItem map[string]int
+	segInside      map[string]int // sales inside, per "sku#segment"
 }
 
 func newStore(locker *core.Locker, work time.Duration) *store {
-	return &store{locker: locker, work: work, orders: map[string]Order{}, fences: map[string]int64{}, inside: map[string]int{}}
+	return &store{locker: locker, work: work, orders: map[string]Order{}, fences: map[string]int64{}, inside: map[string]int{},
+		readers: map[string]int{}, items: map[string]*item{}, sellersPerItem: map[string]int{}, segInside: map[string]int{}}
 }
 
 // lockName is the order's lock name, the one the transports' keys derive
@@ -141,15 +163,16 @@ func (s *store) put(id string, o Order, fence int64) error {
 	return nil
 }
 
-// enter marks the start of a locked handler for order id and returns its
-// end; a handler that finds another one running for id is an overlap.
+// enter marks the start of a writing handler for order id and returns its
+// end; a writer that finds another writer, or a reader, of id inside is an
+// overlap.
 func (s *store) enter(id string) func() {
 	s.entered.Add(1)
 	s.mu.Lock()
-	s.inside[id]++
-	if s.inside[id] > 1 {
+	if s.inside[id] > 0 || s.readers[id] > 0 {
 		s.overlaps.Add(1)
 	}
+	s.inside[id]++
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
@@ -158,6 +181,38 @@ func (s *store) enter(id string) func() {
 			delete(s.inside, id)
 		}
 		s.mu.Unlock()
+	}
+}
+
+// enterRead marks the start of a reading handler for order id and returns
+// its end; a reader that finds a writer of id inside is an overlap, one
+// that finds other readers is not (it counts towards maxReaders).
+func (s *store) enterRead(id string) func() {
+	s.entered.Add(1)
+	s.mu.Lock()
+	if s.inside[id] > 0 {
+		s.overlaps.Add(1)
+	}
+	s.readers[id]++
+	raise(&s.maxReaders, int64(s.readers[id]))
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.readers[id]--
+		if s.readers[id] == 0 {
+			delete(s.readers, id)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// raise sets m to v if v is larger.
+func raise(m *atomic.Int64, v int64) {
+	for {
+		old := m.Load()
+		if v <= old || m.CompareAndSwap(old, v) {
+			return
+		}
 	}
 }
 

@@ -21,7 +21,9 @@ import (
 
 // TestDemoOnEveryStore runs the -demo with its locks in each store but
 // Redis (TestDemoOnRealRedis has that one), on a real server: no two
-// requests for one order overlap, whatever the store.
+// requests for one order overlap, whatever the store; and the lock modes'
+// demo (shared reads, the flash sale, crossing transfers) finds nothing
+// broken.
 func TestDemoOnEveryStore(t *testing.T) {
 	for _, c := range []struct {
 		store string
@@ -42,9 +44,25 @@ func TestDemoOnEveryStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			res, err := a.demo(context.Background(), demoOrders, demoDuplicates)
+			if err != nil {
+				a.close()
+				t.Fatal(err)
+			}
+			modes, err := a.demoModes(context.Background())
+			if err == nil && modes.sharesSkipped != "" { // a store that keeps one holder per name
+				if code, body := post(t, "http://"+a.httpAddr+"/items/"+flashSKU+"/buy", ""); code != http.StatusNotImplemented || !strings.Contains(body, "permits") {
+					t.Errorf("a buy on a store without permits: %d %s, want 501 saying why", code, body)
+				}
+			}
 			a.close()
 			if err != nil {
 				t.Fatal(err)
+			}
+			var figures strings.Builder
+			modes.print(&figures)
+			t.Log("\n" + figures.String())
+			if bad := modes.broken(); bad != "" {
+				t.Errorf("the lock modes' demo: %s; failures %q", bad, modes.failures)
 			}
 			var out strings.Builder
 			res.print(&out, a.cfg)
