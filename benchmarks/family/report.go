@@ -76,9 +76,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "**Several names.** Each goroutine takes %v names of a pool of %d, listed in a random order, so that two requests often list the same names in crossing orders. "+
 		"`AcquireAll` takes them in one canonical order (on Redis, a MultiAcquirer, its first attempt takes them all in one step, one round trip when they are free; while one is held, and on a store that is no MultiAcquirer, it takes them one by one in key order, as a waiting writer where readers hold one), "+
 		"so it cannot deadlock; taking them one by one in the caller's order (what Redisson's MultiLock and Curator's InterProcessMultiLock do) deadlocks, "+
-		"and each deadlock lasts until a wait budget runs out: the failed column. "+
+		"and each deadlock lasts until a wait budget runs out: the failed column (there every Acquire has a budget of its own, so a request may wait several). "+
+		"A failed AcquireAll is a request whose budget ran out while the names it wanted stayed busy under this contention (%d goroutines taking %d of %d names); canonical order cannot deadlock. "+
 		"Neither bsm/redislock (v0.9.4) nor go-redsync/redsync (v4.18.1), the peers of the [contention benchmarks](README.md), offers a multi-name lock, a shared hold or permits in the versions this module requires, so no peer row: the baselines are reqlock's own exclusive lock and the caller-order acquisition.\n",
-		p.Sizes, p.Pool)
+		p.Sizes, p.Pool, p.MultiGo, p.Sizes[len(p.Sizes)-1], p.Pool)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
