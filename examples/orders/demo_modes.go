@@ -126,11 +126,19 @@ func (a *app) demoModes(ctx context.Context) (*modesResult, error) {
 			<-startGun
 			if i >= demoReaders {
 				op := [...]string{"pay", "cancel"}[i%2]
-				switch code, body := do(http.MethodPost, base+"/orders/"+id+"/"+op, ""); code {
-				case http.StatusOK, http.StatusUnprocessableEntity, http.StatusConflict:
-				default:
-					res.fail(fmt.Sprintf("%s beside the reads: %d %s", op, code, body))
+				for range demoAttempts {
+					switch code, body := do(http.MethodPost, base+"/orders/"+id+"/"+op, ""); code {
+					case http.StatusOK, http.StatusUnprocessableEntity, http.StatusConflict:
+						return
+					case http.StatusServiceUnavailable: // nothing was done: send it again
+						atomic.AddInt64(&res.unavailable, 1)
+						continue
+					default:
+						res.fail(fmt.Sprintf("%s beside the reads: %d %s", op, code, body))
+						return
+					}
 				}
+				res.fail(op + " beside the reads: still unavailable after every attempt")
 				return
 			}
 			for range demoAttempts {
