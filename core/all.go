@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -52,7 +53,7 @@ func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...CallOpt
 		}
 		all = append(all, named{name, key})
 	}
-	slices.SortFunc(all, func(a, b named) int { return compareStrings(a.key, b.key) })
+	slices.SortFunc(all, func(a, b named) int { return strings.Compare(a.key, b.key) }) // bytewise: the same in every process
 	all = slices.CompactFunc(all, func(a, b named) bool { return a.key == b.key })
 	if len(all) == 1 {
 		return l.Acquire(ctx, all[0].name, opts...)
@@ -163,7 +164,7 @@ func (l *Locker) acquireEach(ctx context.Context, all []named, opts []CallOption
 			left := max(time.Until(deadline), 0)
 			lease, err := l.Acquire(ctx, n.name, append(opts[:len(opts):len(opts)], Wait(left))...)
 			if err != nil {
-				releaseParts(ctx, parts)
+				_ = releaseParts(ctx, parts)
 				return nil, err
 			}
 			parts = append(parts, lease)
@@ -172,7 +173,7 @@ func (l *Locker) acquireEach(ctx context.Context, all []named, opts []CallOption
 		if err == nil {
 			return combine(l, parts), nil
 		}
-		releaseParts(ctx, parts)
+		_ = releaseParts(ctx, parts)
 		if !errors.Is(err, ErrNotHeld) {
 			return nil, err
 		}
@@ -182,11 +183,14 @@ func (l *Locker) acquireEach(ctx context.Context, all []named, opts []CallOption
 	}
 }
 
-// releaseParts releases the leases AcquireAll took, in reverse order.
-func releaseParts(ctx context.Context, parts []*Lease) {
+// releaseParts releases the leases AcquireAll took, in reverse order, and
+// returns their errors joined.
+func releaseParts(ctx context.Context, parts []*Lease) error {
+	var errs []error
 	for i := len(parts) - 1; i >= 0; i-- {
-		_ = parts[i].Release(ctx)
+		errs = append(errs, parts[i].Release(ctx))
 	}
+	return errors.Join(errs...)
 }
 
 // renewParts checks that each of parts, the names AcquireAll took before
@@ -220,17 +224,6 @@ func (l *Lease) renewing() bool {
 	default:
 		return true
 	}
-}
-
-// compareStrings orders store keys bytewise, the same in every process.
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // combine returns the lease of AcquireAll over parts, the leases of its
@@ -272,11 +265,7 @@ func (l *Lease) allDone() <-chan struct{} {
 // allRelease is Release for a lease of AcquireAll: every part, in the
 // reverse order of their acquisition.
 func (l *Lease) allRelease(ctx context.Context) error {
-	var errs []error
-	for i := len(l.parts) - 1; i >= 0; i-- {
-		errs = append(errs, l.parts[i].Release(ctx))
-	}
-	return errors.Join(errs...)
+	return releaseParts(ctx, l.parts)
 }
 
 // allExtend is Extend for a lease of AcquireAll.
