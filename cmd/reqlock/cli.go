@@ -45,9 +45,10 @@ type env struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	now            func() time.Time
-	// terminal reports whether w is a terminal (watch clears it between
-	// frames).
-	terminal func(w io.Writer) bool
+	// terminal reports whether the stream f (stdin, stdout) is a
+	// terminal: watch clears it between frames; a confirmation read from
+	// elsewhere is not echoed, so the command ends its line itself.
+	terminal func(f any) bool
 	// operator returns who runs the command, "user@host", for the audit
 	// log.
 	operator func() string
@@ -58,9 +59,9 @@ func osEnv() env {
 	return env{
 		stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
 		getenv: os.Getenv, now: time.Now, operator: osOperator,
-		terminal: func(w io.Writer) bool {
-			f, ok := w.(*os.File)
-			return ok && term.IsTerminal(int(f.Fd()))
+		terminal: func(f any) bool {
+			file, ok := f.(*os.File)
+			return ok && term.IsTerminal(int(file.Fd()))
 		},
 	}
 }
@@ -200,11 +201,10 @@ func (a *app) connect(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-// storeErr rewords an error of a Locker's inspection: a store that cannot
-// be inspected is named.
+// storeErr names the store in core.ErrNoInspector's error.
 func storeErr(c *conn, err error) error {
 	if errors.Is(err, core.ErrNoInspector) {
-		return fmt.Errorf("%w: %s cannot be listed or inspected (its store package does not implement lockstore.Inspector)", err, c.where)
+		return fmt.Errorf("%w: %s", err, c.where)
 	}
 	return err
 }

@@ -26,6 +26,7 @@ import (
 func TestCommandsOnEveryStore(t *testing.T) {
 	for _, sc := range storeCases {
 		t.Run(sc.name, func(t *testing.T) {
+			sc.launch(t)
 			testmain.LeakCheck(t)
 			url, store := sc.setup(t)
 			if _, ok := store.(core.Inspector); !ok {
@@ -40,7 +41,8 @@ func TestCommandsOnEveryStore(t *testing.T) {
 type fixture struct {
 	t      *testing.T
 	url    string
-	locker *core.Locker
+	locker *core.Locker // shared holds and permits
+	excl   *core.Locker // exclusive holds: WithFair where the store is a Queuer
 	audit  string
 	mu     sync.Mutex
 	leases []*core.Lease
@@ -52,15 +54,16 @@ func (f *fixture) cmd(stdin string, args ...string) result {
 	return reqlock(f.t, strings.NewReader(stdin), nil, append(args, "--store", f.url, "--timeout", "20s")...)
 }
 
-// acquire takes name and releases it, if still held, when the test ends.
-func (f *fixture) acquire(ctx context.Context, name string, opts ...core.CallOption) *core.Lease {
+// acquire takes name with l and releases it, if still held, when the test
+// ends.
+func (f *fixture) acquire(ctx context.Context, l *core.Locker, name string, opts ...core.CallOption) *core.Lease {
 	f.t.Helper()
-	l, err := f.locker.Acquire(ctx, name, opts...)
+	lease, err := l.Acquire(ctx, name, opts...)
 	if err != nil {
 		f.t.Fatalf("acquire %s: %v", name, err)
 	}
-	f.keep(l)
-	return l
+	f.keep(lease)
+	return lease
 }
 
 func (f *fixture) keep(l *core.Lease) {
@@ -127,33 +130,37 @@ func commandsOn(t *testing.T, url string, store core.Store) {
 	ctx := context.Background()
 	_, fair := store.(core.Queuer)
 	opts := []core.Option{core.WithTTL(30 * time.Second), core.WithWait(30 * time.Second), core.WithFencing()}
-	if fair {
-		opts = append(opts, core.WithFair())
-	}
 	f := &fixture{t: t, url: url, locker: core.NewWithStore(store, opts...), audit: filepath.Join(t.TempDir(), "audit.log")}
-	if err := f.locker.Err(); err != nil {
-		t.Fatal(err)
+	f.excl = f.locker
+	if fair {
+		f.excl = core.NewWithStore(store, append(opts, core.WithFair())...)
+	}
+	for _, l := range []*core.Locker{f.locker, f.excl} {
+		if err := l.Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		for _, l := range f.leases {
 			_ = l.Release(context.Background())
 		}
 		_ = f.locker.Close()
+		_ = f.excl.Close()
 	})
 	p := uniq(t)
 	order, stock, pool := p+"order:42", p+"stock:7", p+"pool"
 	before := time.Now().Add(-time.Second)
-	held := f.acquire(ctx, order, core.Route("/orders/:id"), core.RequestID("req-42"))
-	shareA := f.acquire(ctx, stock, core.Shared(), core.Route("/stock/:sku"), core.RequestID("read-1"))
-	shareB := f.acquire(ctx, stock, core.Shared(), core.Route("/stock/:sku"), core.RequestID("read-2"))
-	permit := f.acquire(ctx, pool, core.Permits(3), core.RequestID("buy-1"))
+	held := f.acquire(ctx, f.excl, order, core.Route("/orders/:id"), core.RequestID("req-42"))
+	shareA := f.acquire(ctx, f.locker, stock, core.Shared(), core.Route("/stock/:sku"), core.RequestID("read-1"))
+	shareB := f.acquire(ctx, f.locker, stock, core.Shared(), core.Route("/stock/:sku"), core.RequestID("read-2"))
+	permit := f.acquire(ctx, f.locker, pool, core.Permits(3), core.RequestID("buy-1"))
 	host, _ := os.Hostname()
 
 	// A waiter in the fair queue, where the store keeps one.
 	waiter := make(chan *core.Lease, 1)
 	if fair {
 		go func() {
-			l, err := f.locker.Acquire(ctx, order, core.Route("/orders/:id/pay"), core.RequestID("req-43"))
+			l, err := f.excl.Acquire(ctx, order, core.Route("/orders/:id/pay"), core.RequestID("req-43"))
 			if err != nil {
 				t.Errorf("the fair waiter: %v", err)
 				close(waiter)
@@ -188,6 +195,7 @@ func commandsOn(t *testing.T, url string, store core.Store) {
 		t.Fatalf("ls of a prefix nothing holds:\n%v", r)
 	}
 	r = f.cmd("", "ls", "-l", p)
+	t.Logf("ls -l %s:\n%s", p, r.stdout)
 	for _, s := range []string{"NAME", order, stock, pool, "exclusive", "shared", "permits(3)", host, "/orders/:id", "req-42"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("ls -l does not show %q:\n%v", s, r)
@@ -196,6 +204,7 @@ func commandsOn(t *testing.T, url string, store core.Store) {
 
 	// show: the holder, who it is, its TTL and fence; the fair queue.
 	r = f.cmd("", "show", order)
+	t.Logf("show %s:\n%s", order, r.stdout)
 	for _, s := range []string{held.Token(), host, "/orders/:id", "req-42", "exclusive"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("show %s does not show %q:\n%v", order, s, r)
@@ -320,7 +329,7 @@ func commandsOn(t *testing.T, url string, store core.Store) {
 		if fair {
 			next = <-waiter
 		} else {
-			next = f.acquire(ctx, order, core.RequestID("req-44"))
+			next = f.acquire(ctx, f.excl, order, core.RequestID("req-44"))
 		}
 	}}
 	r = reqlock(t, stdin, nil, "release", "--force", order, "--store", url, "--timeout", "20s", "--audit-log", f.audit, "--reason", "race")
@@ -345,6 +354,7 @@ func commandsOn(t *testing.T, url string, store core.Store) {
 
 	// "y": the holder's lock is released, and its lease learns it.
 	r = f.cmd("y\n", "release", "--force", order, "--audit-log", f.audit, "--reason", "stuck")
+	t.Logf("release --force %s:\n%s%s", order, r.stderr, r.stdout)
 	if r.code != 0 || !strings.Contains(r.stdout, "released") || !strings.Contains(r.stderr, `"operator":"`+testOperator+`"`) {
 		t.Fatalf("release --force answered y: want exit 0, released, the audit line on stderr\n%v", r)
 	}

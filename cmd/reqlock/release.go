@@ -139,9 +139,11 @@ held the lock), 2 bad command line.`,
 			if !yes {
 				fmt.Fprintf(a.stderr, "Release this holder's lock? Only token %s is released. [y/N] ", clean(h.Token))
 				line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+				if !a.terminal(a.stdin) {
+					fmt.Fprintln(a.stderr) // the answer was not echoed
+				}
 				if answer := strings.ToLower(strings.TrimSpace(line)); answer != "y" && answer != "yes" {
-					fmt.Fprintln(a.stderr)
-					return fmt.Errorf("%w: not confirmed", errNotReleased)
+					return fmt.Errorf("%w: not confirmed (the answer was %q, not y)", errNotReleased, strings.TrimSpace(line))
 				}
 			}
 			// The audit log is opened first: a release nobody can record

@@ -10,6 +10,7 @@ import (
 	"log"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,7 +196,16 @@ func parseStore(raw string, opt storeOptions, timeout time.Duration) (*storeSpec
 		return nil, bad("unknown scheme %q; want one of %s", name, schemeNames())
 	}
 	sch := schemes[i]
-	u, err := url.Parse(raw)
+	// url.Parse takes one host: the list of hosts is cut out before, and
+	// put back after.
+	rest := raw[len(name)+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	hostList := rest[at+1 : end]
+	u, err := url.Parse(name + "://" + rest[:at+1] + "host" + rest[end:])
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -203,9 +213,7 @@ func parseStore(raw string, opt storeOptions, timeout time.Duration) (*storeSpec
 		}
 		return nil, bad("%v", err)
 	}
-	if u.Opaque != "" {
-		return nil, bad("not a URL with a host (want %s)", sch.example)
-	}
+	u.Host = hostList
 	if u.Host == "" {
 		return nil, bad("no host (want %s)", sch.example)
 	}
@@ -314,17 +322,13 @@ func parseStore(raw string, opt storeOptions, timeout time.Duration) (*storeSpec
 			return nil, bad("%v", err)
 		}
 	case kindPostgres:
-		if len(hosts) > 1 {
-			// pgx takes several hosts; keep the URL's own text for it.
-			hosts = hosts[:1]
-		}
+		// pgx parses the URL itself, several hosts included.
 		s.table = pick(opt, "table", opt.Table, take("table"), sqlstore.DefaultTable)
-		v := *u
-		v.RawQuery = q.Encode()
 		if q.Get("connect_timeout") == "" {
 			q.Set("connect_timeout", strconv.Itoa(max(1, int(timeout.Seconds()))))
-			v.RawQuery = q.Encode()
 		}
+		v := *u
+		v.RawQuery = q.Encode()
 		s.dsn, s.driver = v.String(), "pgx"
 	case kindMySQL:
 		if len(hosts) > 1 {
@@ -461,12 +465,23 @@ func redact(raw string) string {
 		}
 		return "MYSQL_DSN"
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
+	if name, rest, ok := strings.Cut(raw, "://"); ok {
+		end := strings.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+			if user, _, ok := strings.Cut(rest[:at], ":"); ok {
+				raw = name + "://" + user + ":xxxxx" + rest[at:]
+			}
+		}
 	}
-	return u.Redacted()
+	return passwordParam.ReplaceAllString(raw, "${1}xxxxx")
 }
+
+// passwordParam matches a password in a URL's query (password=,
+// sentinel_password=).
+var passwordParam = regexp.MustCompile(`((?:^|[?&])[a-z_]*password=)[^&#]*`)
 
 // conn is an open store and the Locker the command inspects it through.
 type conn struct {
