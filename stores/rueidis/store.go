@@ -25,7 +25,9 @@ import (
 // a standalone server, a Sentinel-managed master or a Cluster. It
 // implements core.Notifier, core.FenceRaiser, core.Queuer (the fair
 // queue of core.WithFair), core.Undoer, core.Sharer (core.Shared and
-// core.Permits) and core.MultiAcquirer (core.Locker.AcquireAll). Its methods are safe for concurrent use.
+// core.Permits), core.MultiAcquirer (core.Locker.AcquireAll) and
+// lockstore.Inspector (List, Inspect). Its methods are safe for concurrent
+// use.
 type Store struct {
 	client    rueidis.Client
 	ioTimeout time.Duration
@@ -34,6 +36,9 @@ type Store struct {
 	// noSetGet is set once the server rejected SET ... NX GET (servers
 	// before Redis 7.0); acquires then run acquire.lua instead.
 	noSetGet atomic.Bool
+	// noEvalRO is set once the server rejected EVAL_RO (servers before
+	// Redis 7.0); Inspect's script then runs by EVAL (see runRO).
+	noEvalRO atomic.Bool
 	scripts  [numScripts]atomic.Bool // whether each script ran on this deployment already (see run)
 	announce atomic.Bool             // Announce was called: releases publish
 
@@ -73,6 +78,7 @@ const (
 	extendShareScript
 	acquireWaitingScript
 	acquireAllScript
+	inspectScript
 	numScripts
 )
 
@@ -95,6 +101,7 @@ var scripts = [numScripts]struct {
 	extendShareScript:    {redisscript.ExtendShare, rueidis.NewLuaScript(redisscript.ExtendShare)},
 	acquireWaitingScript: {redisscript.AcquireWaiting, rueidis.NewLuaScript(redisscript.AcquireWaiting)},
 	acquireAllScript:     {redisscript.AcquireAll, rueidis.NewLuaScript(redisscript.AcquireAll)},
+	inspectScript:        {redisscript.Inspect, rueidis.NewLuaScript(redisscript.Inspect)},
 }
 
 // releaseSHA and releaseShareSHA are the SHA-1 of release.lua and
