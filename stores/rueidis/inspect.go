@@ -145,6 +145,9 @@ func (s *Store) Inspect(ctx context.Context, key string) (lockstore.KeyState, er
 // refuses for a script that writes and which may run on a replica. A
 // server before Redis 7.0 does not know them: run takes over from then on.
 func (s *Store) runRO(ctx context.Context, keys []string) rueidis.RedisResult {
+	if err := s.oneSlot(keys); err != nil {
+		return rueidis.NewErrorResult(err)
+	}
 	if s.noEvalRO.Load() {
 		return s.run(ctx, inspectScript, keys)
 	}

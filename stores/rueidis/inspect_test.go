@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/reqlock/reqlock/internal/redisscript"
 	"github.com/reqlock/reqlock/internal/redistest"
 	"github.com/reqlock/reqlock/lockstore"
 )
@@ -229,8 +230,20 @@ func TestListClusterEveryMaster(t *testing.T) {
 	if err != nil || len(st.Holders) != 1 || st.Holders[0].Token != "t" || st.Fence == 0 {
 		t.Fatalf("Inspect = %+v, %v", st, err)
 	}
-}
 
+	// a key without a hash tag: its companion keys hash apart, and the
+	// scripts are refused with an error (rueidis would panic)
+	plain := "plain:" + uniq(t)
+	if redisscript.OneSlot(redisscript.InspectKeys(plain)) {
+		t.Fatalf("%s and its companion keys share a slot", plain)
+	}
+	if _, err := s.Inspect(ctx, plain); err == nil || !strings.Contains(err.Error(), "hash tag") {
+		t.Fatalf("Inspect(%s) = %v; want an error about the hash tag", plain, err)
+	}
+	if _, err := s.Release(ctx, plain, "t"); err == nil || !strings.Contains(err.Error(), "hash tag") {
+		t.Fatalf("Release(%s) = %v; want an error about the hash tag", plain, err)
+	}
+}
 
 // On a Sentinel-managed master List and Inspect see the master's locks.
 func TestInspectSentinel(t *testing.T) {
