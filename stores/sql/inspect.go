@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -236,8 +235,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (lockstore.KeyState, er
 	case lockToken != shareMarker:
 		st.Holders = []lockstore.HolderState{{Token: lockToken, Exclusive: true, TTL: time.Duration(lockLeft) * time.Microsecond, Fence: lockFence}}
 	default:
-		slices.SortStableFunc(shares, func(a, b lockstore.HolderState) int { return a.Slot - b.Slot })
-		st.Holders = shares
+		st.Holders = shares // in slot order: the statement sorts them
 	}
 	return st, nil
 }

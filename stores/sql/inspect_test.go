@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -89,8 +90,10 @@ func TestInspectExclusive(t *testing.T) {
 				t.Fatalf("Inspect(%q) = %+v; want free", k, st)
 			}
 		}
-		if keys := listAll(t, op, "", 10); len(keys) != 0 {
-			t.Fatalf("List = %q; want none", keys)
+		for _, prefix := range []string{"", "orders:", "s"} {
+			if keys := listAll(t, op, prefix, 10); len(keys) != 0 {
+				t.Fatalf("List(%q) = %q; want none", prefix, keys)
+			}
 		}
 		if b.dialect == sqlstore.MySQL { // the released row keeps its fence
 			if st := inspect(t, op, "orders:{42}"); st.Fence != fence {
@@ -273,8 +276,10 @@ func TestInspectTakesNoLock(t *testing.T) {
 		paused, resume := make(chan struct{}), make(chan struct{})
 		sqlstore.SetBeforeCommit(w, func() { close(paused); <-resume })
 		done := make(chan error, 1)
+		long, cancel := context.WithTimeout(context.Background(), time.Minute) // outlasts the reads' 10 s
+		defer cancel()
 		go func() {
-			ok, _, _, err := w.TryAcquireShare(call(t), "busy", second, time.Minute, shared, false)
+			ok, _, _, err := w.TryAcquireShare(long, "busy", second, time.Minute, shared, false)
 			if err == nil && !ok {
 				err = errors.New("the second share was refused")
 			}
@@ -283,14 +288,19 @@ func TestInspectTakesNoLock(t *testing.T) {
 		<-paused
 		st, err := op.Inspect(call(t), "busy")
 		keys, _, lerr := op.List(call(t), "", "", 10)
-		close(resume)
-		if err := <-done; err != nil {
-			t.Fatal(err)
+		if lerr == nil { // a bounded range too
+			var more []string
+			more, _, lerr = op.List(call(t), "bu", "", 10)
+			keys = append(keys, more...)
 		}
+		close(resume)
 		if err != nil || lerr != nil {
 			t.Fatalf("Inspect and List while a transaction holds the rows: %v, %v", err, lerr)
 		}
-		if len(st.Holders) != 1 || st.Holders[0].Token != first || !slices.Equal(keys, []string{"busy"}) {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Holders) != 1 || st.Holders[0].Token != first || !slices.Equal(keys, []string{"busy", "busy"}) {
 			t.Fatalf("during the transaction: %+v, %q; want the committed share only", st, keys)
 		}
 		if st := inspect(t, op, "busy"); len(st.Holders) != 2 {
