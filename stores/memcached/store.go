@@ -23,6 +23,8 @@ type Store struct {
 	clock  func(ctx context.Context) (int64, error) // µs, for a new fence counter
 	undos  *undo.Queue
 	calls  group // calls that went on after their context ended
+
+	servers []string // the client's servers (WithServers), for the Inspector
 }
 
 var (
@@ -63,7 +65,7 @@ func New(client *memcache.Client, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{client: client, clock: localClock}
+	s := &Store{client: client, clock: localClock, servers: cfg.servers}
 	if cfg.clockAddr != "" {
 		addr := cfg.clockAddr
 		s.clock = func(ctx context.Context) (int64, error) { return s.serverClock(ctx, addr) }
@@ -195,7 +197,7 @@ func (s *Store) takeHeld(ctx context.Context, key, k, token string, exp, wexp in
 				}
 				if !recorded {
 					if err := s.do(ctx, func() error {
-						return s.client.Set(&memcache.Item{Key: waiterKey(key), Expiration: wexp})
+						return s.client.Set(&memcache.Item{Key: waiterKey(key), Value: []byte(token), Flags: companionFlags, Expiration: wexp})
 					}); err != nil {
 						return false, err
 					}

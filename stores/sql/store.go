@@ -95,7 +95,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		s.q = queries{
 			acquire: f(pgAcquire), release: f(pgRelease), extend: f(pgExtend),
 			undo: f(pgUndo), purge: f(pgPurge), check: f(pgCheck),
-			shares: pgShareQueries(f),
+			shares: pgShareQueries(f), inspect: pgInspectQueries(f),
 		}
 	case MySQL:
 		share := cfg.dialect.quote(cfg.table + shareSuffix)
@@ -103,7 +103,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		s.q = queries{
 			acquire: f(mysqlAcquire), release: f(mysqlRelease), extend: f(mysqlExtend),
 			undo: f(mysqlUndo), purge: f(mysqlPurge), check: f(mysqlCheck),
-			shares: mysqlShareQueries(f),
+			shares: mysqlShareQueries(f), inspect: mysqlInspectQueries(f),
 		}
 		s.stmts = &stmtCache{db: db, stmts: make(map[string]*sql.Stmt)}
 	}
