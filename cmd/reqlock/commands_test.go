@@ -222,7 +222,9 @@ func commandsOn(t *testing.T, url string, store core.Store) {
 		t.Fatalf("show --json: %+v", doc)
 	}
 	h := doc.Holders[0]
-	if h.Token != held.Token() || h.Mode != "exclusive" || h.TTLms < 0 || h.TTLms > 30000 || h.Identity == nil {
+	// The TTL left, if the store tells it, is about the lease's 30 s
+	// (memcached counts whole seconds, rounded up).
+	if h.Token != held.Token() || h.Mode != "exclusive" || h.TTLms < 0 || h.TTLms > 35000 || h.Identity == nil {
 		t.Fatalf("show --json: holder %+v", h)
 	}
 	id := h.Identity
@@ -230,7 +232,7 @@ func commandsOn(t *testing.T, url string, store core.Store) {
 		id.Since.Before(before) || id.Since.After(time.Now()) {
 		t.Errorf("show --json: identity %+v, want host %s pid %d route /orders/:id request req-42 since after %v", id, host, os.Getpid(), before)
 	}
-	if doc.Fence < held.Fence() {
+	if doc.Fence != 0 && doc.Fence < held.Fence() { // 0: the store cannot tell
 		t.Errorf("show --json: fence %d, the holder's is %d", doc.Fence, held.Fence())
 	}
 	if fair {

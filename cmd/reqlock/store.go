@@ -592,7 +592,9 @@ func open(ctx context.Context, s *storeSpec, timeout time.Duration) (_ *conn, er
 		if err := pingMemcached(ctx, client); err != nil {
 			return nil, fail(err)
 		}
-		st, err := memcachedstore.New(client)
+		// The Inspector asks each server itself (lru_crawler metadump,
+		// meta get), in memcache.New's order.
+		st, err := memcachedstore.New(client, memcachedstore.WithServers(s.hosts...))
 		if err != nil {
 			return nil, fail(err)
 		}
