@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -226,8 +227,11 @@ func variableQuery(v gfVariable) (query, error) {
 // ${name:format} or [[name]].
 var grafanaVar = regexp.MustCompile(`\$\{(\w+)(?::[\w:]+)?\}|\$(\w+)|\[\[(\w+)\]\]`)
 
+// varValue stands for a variable's value in a label matcher once expanded.
+const varValue = "grafana_variable"
+
 // expand replaces Grafana's variables in expr with values PromQL parses: a
-// duration for the interval variables (used in ranges), a plain word for the
+// duration for the interval variables (used in ranges), varValue for the
 // others, which the dashboard uses inside label matchers' strings.
 func expand(expr string) string {
 	return grafanaVar.ReplaceAllStringFunc(expr, func(v string) string {
@@ -236,7 +240,7 @@ func expand(expr string) string {
 		case "__rate_interval", "__interval", "__range":
 			return "5m"
 		}
-		return "x"
+		return varValue
 	})
 }
 
@@ -290,8 +294,10 @@ func labelNames(f *dto.MetricFamily) map[string]bool {
 // that every series it selects is in the scrape, and that every label it
 // names (in a matcher, by or without, on or ignoring, group_left or
 // group_right, label_replace's source, a label_values variable) is on each
-// series it applies to. It also checks that histogram_quantile keeps le. It
-// returns the problems, and the series names the queries select.
+// series it applies to, and that a matcher of a fixed value (= or =~, no
+// variable) matches one of its samples. It also checks that
+// histogram_quantile keeps le. It returns the problems, and the series
+// names the queries select.
 func checkQueries(queries []query, families map[string]*dto.MetricFamily) (used map[string]bool, problems []string) {
 	used = map[string]bool{}
 	bad := func(q query, format string, args ...any) {
@@ -334,9 +340,17 @@ func checkQueries(queries []query, families map[string]*dto.MetricFamily) (used 
 					bad(q, "series %s is not in the scrape", n.Name)
 					return nil
 				}
+				s, _ := lookup(families, n.Name)
 				for _, m := range n.LabelMatchers {
-					if m.Name != "__name__" {
-						needLabels(n, "matcher", m.Name)
+					if m.Name == "__name__" {
+						continue
+					}
+					needLabels(n, "matcher", m.Name)
+					// A positive matcher of a fixed value must match a
+					// sample: a misspelt value selects nothing.
+					positive := m.Type == labels.MatchEqual || m.Type == labels.MatchRegexp
+					if positive && !strings.Contains(m.Value, varValue) && s.labels[m.Name] && !matchesSome(s, m) {
+						bad(q, "matcher %s matches no sample of %s, whose %s values are %v", m, n.Name, m.Name, values(s, m.Name))
 					}
 				}
 			case *parser.AggregateExpr:
@@ -382,6 +396,31 @@ func checkQueries(queries []query, families map[string]*dto.MetricFamily) (used 
 		})
 	}
 	return used, problems
+}
+
+// matchesSome tells whether a sample of s has a label that m matches.
+func matchesSome(s series, m *labels.Matcher) bool {
+	for _, sample := range s.family.GetMetric() {
+		for _, l := range sample.GetLabel() {
+			if l.GetName() == m.Name && m.Matches(l.GetValue()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// values returns the values of the label name on the samples of s.
+func values(s series, name string) []string {
+	set := map[string]bool{}
+	for _, sample := range s.family.GetMetric() {
+		for _, l := range sample.GetLabel() {
+			if l.GetName() == name {
+				set[l.GetValue()] = true
+			}
+		}
+	}
+	return sorted(set)
 }
 
 // keepsLe reports the aggregations under a histogram_quantile that drop

@@ -79,6 +79,18 @@ func main() {
 	hot := fs.String("hot", strings.Join(cfg.HotItems, ","), "comma-separated SKUs known to be hot: their buys always queue on a local lock first (hotspot.WithKeys)")
 	fs.IntVar(&cfg.HotCapacity, "hot-capacity", cfg.HotCapacity, "local locks of hot names the hotspot guard keeps (hotspot.WithCapacity)")
 	fs.BoolVar(&load, "load", false, "fire a steady load of concurrent buys and reads at the service until interrupted, half of it at the first -hot item")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: go run ./examples/prometheus [flags]
+
+A stock service locked with reqlock, whose lock metrics are served on
+/metrics for Prometheus (grafana/reqlock.json is their dashboard). Its locks
+and stock are in the Redis at REDIS_ADDR, or in an embedded miniredis when
+REDIS_ADDR is unset.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	flag.Parse()
 	cfg.HotItems = nil
 	for _, sku := range strings.Split(*hot, ",") {

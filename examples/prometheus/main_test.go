@@ -138,6 +138,7 @@ func TestDashboardQueriesWhatTheServiceExports(t *testing.T) {
 		{"a metric without its unit suffix", "reqlock_hold_duration_seconds_bucket", "reqlock_hold_duration_bucket", "series reqlock_hold_duration_bucket is not in the scrape", false},
 		{"a renamed label in by", "sum by (reqlock_route, reqlock_outcome)", "sum by (reqlock_route, outcome)", `by label "outcome" is not on reqlock_acquires_total`, false},
 		{"a renamed label in a matcher", `reqlock_outcome=\"timeout\"`, `reqlock_result=\"timeout\"`, `matcher label "reqlock_result" is not on reqlock_acquires_total`, false},
+		{"a misspelt label value", `reqlock_outcome=\"timeout\"`, `reqlock_outcome=\"timout\"`, `matcher reqlock_outcome="timout" matches no sample of reqlock_acquires_total`, false},
 		{"a label the metric lacks", "sum by (instance) (reqlock_hotspot_size)", "sum by (reqlock_route) (reqlock_hotspot_size)", `by label "reqlock_route" is not on reqlock_hotspot_size`, false},
 		{"a quantile that drops le", "sum by (le, reqlock_route) (rate(reqlock_acquire_duration_seconds_bucket", "sum by (reqlock_route) (rate(reqlock_acquire_duration_seconds_bucket", "histogram_quantile: sum by (reqlock_route) drops le", false},
 		{"a label_values of a missing label", "label_values(reqlock_acquires_total, reqlock_route)", "label_values(reqlock_acquires_total, route)", `label_values' label "route" is not on reqlock_acquires_total`, true},
