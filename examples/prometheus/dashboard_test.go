@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -320,7 +321,7 @@ func checkQueries(queries []query, families map[string]*dto.MetricFamily) (used 
 				}
 				for _, l := range names {
 					if !s.labels[l] && !slices.Contains(targetLabels, l) {
-						bad(q, "%s label %q is not on %s, whose labels are %v", what, l, vs.Name, sorted(s.labels))
+						bad(q, "%s label %q is not on %s, whose labels are %v", what, l, vs.Name, slices.Sorted(maps.Keys(s.labels)))
 					}
 				}
 			}
@@ -420,7 +421,7 @@ func values(s series, name string) []string {
 			}
 		}
 	}
-	return sorted(set)
+	return slices.Sorted(maps.Keys(set))
 }
 
 // keepsLe reports the aggregations under a histogram_quantile that drop
@@ -448,11 +449,26 @@ func selectors(node parser.Node) []*parser.VectorSelector {
 	return out
 }
 
-func sorted(set map[string]bool) []string {
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
+// checkDashboard returns every problem of the dashboard raw against the
+// scrape fams (see checkDashboardShape and checkQueries), and each reqlock
+// metric of the scrape that no query shows.
+func checkDashboard(raw []byte, fams families) []string {
+	queries, problems := checkDashboardShape(raw)
+	used, more := checkQueries(queries, fams)
+	problems = append(problems, more...)
+	shown := map[string]bool{}
+	for name := range used {
+		if s, ok := lookup(fams, name); ok {
+			shown[s.family.GetName()] = true
+		}
 	}
-	slices.Sort(out)
-	return out
+	for _, name := range slices.Sorted(maps.Keys(fams)) {
+		if strings.HasPrefix(name, "reqlock_") && !shown[name] {
+			problems = append(problems, fmt.Sprintf("metric %s has no panel in the dashboard", name))
+		}
+	}
+	return problems
 }
+
+// families is a parsed scrape, by metric family name.
+type families = map[string]*dto.MetricFamily

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,11 +66,13 @@ func TestDashboardQueriesWhatTheServiceExports(t *testing.T) {
 	e.expect(e.call(http.MethodPost, "/items/10003/buy", ""), http.StatusOK)
 	e.expect(first.release(), http.StatusOK)
 	e.expect(second.release(), http.StatusOK)
+	e.settle() // both local locks idle
 	e.expect(e.call(http.MethodPost, "/items/10003/buy", ""), http.StatusOK)
 
 	// Hand-over: a buy parked on the local lock of a held item gets the
 	// lock from its holder. Pending shows the waiter; a round where it was
-	// not parked yet at the release goes through Redis, so try a few.
+	// not parked yet at the release goes through Redis (or, on a machine
+	// slow enough, ends busy before the release), so try a few.
 	round := 0
 	for ; round < 20 && a.guard.Stats().Handoffs == 0; round++ {
 		holder := e.hold("10001")
@@ -77,7 +81,9 @@ func TestDashboardQueriesWhatTheServiceExports(t *testing.T) {
 			return e.value(fams, "reqlock_acquire_pending", "") >= 1 || waiter.done()
 		})
 		e.expect(holder.release(), http.StatusOK)
-		e.expect(waiter.wait(), http.StatusOK)
+		if s := waiter.wait(); s != http.StatusOK && s != http.StatusConflict {
+			t.Errorf("the waiting buy: HTTP %d, want 200 (or 409)", s)
+		}
 		e.settle()
 	}
 
@@ -163,52 +169,11 @@ func TestDashboardQueriesWhatTheServiceExports(t *testing.T) {
 		}
 	}
 	// A metric lockotel stops exporting.
-	without := filter(fams, func(name string) bool { return name != "reqlock_acquire_pending" })
+	without := maps.Clone(fams)
+	delete(without, "reqlock_acquire_pending")
 	if got := strings.Join(checkDashboard(raw, without), "\n"); !strings.Contains(got, "series reqlock_acquire_pending is not in the scrape") {
 		t.Errorf("a metric missing from the scrape was not reported; the check said:\n%s", got)
 	}
-}
-
-// checkDashboard returns every problem of the dashboard raw against the
-// scrape fams (see checkDashboardShape and checkQueries), and each reqlock
-// metric of the scrape that no query shows.
-func checkDashboard(raw []byte, fams families) []string {
-	queries, problems := checkDashboardShape(raw)
-	used, more := checkQueries(queries, fams)
-	problems = append(problems, more...)
-	shown := map[string]bool{}
-	for name := range used {
-		if s, ok := lookup(fams, name); ok {
-			shown[s.family.GetName()] = true
-		}
-	}
-	for _, name := range sorted(keys(fams)) {
-		if strings.HasPrefix(name, "reqlock_") && !shown[name] {
-			problems = append(problems, fmt.Sprintf("metric %s has no panel in the dashboard", name))
-		}
-	}
-	return problems
-}
-
-// families is a parsed scrape, by metric family name.
-type families = map[string]*dto.MetricFamily
-
-func keys(f families) map[string]bool {
-	out := map[string]bool{}
-	for k := range f {
-		out[k] = true
-	}
-	return out
-}
-
-func filter(f families, keep func(string) bool) families {
-	out := families{}
-	for k, v := range f {
-		if keep(k) {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 func labelValue(m *dto.Metric, name string) string {
@@ -222,10 +187,11 @@ func labelValue(m *dto.Metric, name string) string {
 
 // env drives the service of a test over HTTP.
 type env struct {
-	t      *testing.T
-	a      *app
-	client *http.Client
-	gates  sync.Map // name → *gate, of the requests the test holds
+	t       *testing.T
+	a       *app
+	client  *http.Client
+	gates   sync.Map // name → *gate, of the requests the test holds
+	gateSeq atomic.Int64
 }
 
 // gateHeader names the gate a held request waits at, inside its lock.
@@ -307,16 +273,10 @@ func (p *pending) release() int {
 	return <-p.status
 }
 
-var gateSeq sync.Mutex
-var gateN int
-
 // hold buys sku and returns once the buy holds its lock, stopped inside it.
 func (e *env) hold(sku string) *pending {
 	e.t.Helper()
-	gateSeq.Lock()
-	gateN++
-	name := fmt.Sprint("gate-", gateN)
-	gateSeq.Unlock()
+	name := fmt.Sprint("gate-", e.gateSeq.Add(1))
 	g := &gate{entered: make(chan struct{}), open: make(chan struct{})}
 	e.gates.Store(name, g)
 	p := &pending{status: make(chan int, 1), gate: g}
