@@ -430,6 +430,12 @@ func listFindsHeldKeysOnly(s *suite) {
 	// TTLFreesUnreleasedLock).
 	sleepUntil(lastSet.Add(s.ttl + s.res + s.slack))
 	seen := s.listAll(c, prefix, lockstore.MaxListLimit)
+	if k := key("waitersonly"); not[k] != "" && s.inspect(c, k).Held() {
+		// A store that hands a key freed by its TTL to the head of its
+		// queue by itself (ZooKeeper reaps the dead holder's node), maybe
+		// during the listing: the key proves nothing.
+		delete(not, k)
+	}
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if seen[k] == 0 {
 			s.t.Errorf("storetest: List(%q) did not list %s, which is %s", prefix, k, want[k])
@@ -814,7 +820,9 @@ func inspectAndListAreReadOnly(s *suite) {
 		for _, k := range slices.Sorted(maps.Keys(held)) {
 			sent := time.Now()
 			for _, h := range s.inspect(b, k).Holders {
-				if prev := last[k]; h.TTL != 0 && prev != 0 && h.TTL > prev+s.res {
+				// Allowed: the store's resolution, and clocks of several
+				// nodes (a quorum) a little apart.
+				if prev := last[k]; h.TTL != 0 && prev != 0 && h.TTL > prev+s.res+s.ttl/10 {
 					s.t.Errorf("storetest: the TTL left that Inspect reported for %s rose from %v to %v between two Inspects: Inspect or List renewed it (they must change nothing)",
 						k, prev, h.TTL)
 				}
