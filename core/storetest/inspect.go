@@ -559,8 +559,9 @@ func listBadLimitOrCursorIsInvalidOption(s *suite) {
 
 // inspectExclusiveHolder: Inspect of a key held exclusively reports one
 // holder, exclusive, with its token, the TTL it has left (not the TTL it
-// asked for) and the fence its fenced TryAcquire drew, then the one its
-// fenced Extend drew; the key's fence is at least the holder's. Inspect
+// asked for) and the fence its fenced TryAcquire drew (also after other
+// tokens' attempts failed), then the one its fenced Extend drew; the key's
+// fence is at least the holder's. Inspect
 // of a free key reports no holder, no waiter and no writer, and no error.
 func inspectExclusiveHolder(s *suite) {
 	sts := s.inspectors(2)
@@ -574,11 +575,18 @@ func inspectExclusiveHolder(s *suite) {
 	start := time.Now()
 	fence := s.acquire(a, key, tok, s.long, true)
 	set := time.Now()
+	// Other tokens' attempts fail meanwhile, and leave the holder's fence
+	// as it drew it.
+	for _, fenced := range []bool{true, false, true} {
+		if ok, _ := s.tryAcquire(b, key, token(), s.long, fenced); ok {
+			s.t.Fatalf("storetest: TryAcquire of %s by another token reported true while its holder held it", key)
+		}
+	}
 	sleepUntil(set.Add(s.lateEnough(a, s.long)))
 	sent := time.Now()
 	ks := s.inspect(b, key)
 	returned := time.Now()
-	h := s.exclusiveHolder(ks, key, tok, "taken by a fenced TryAcquire")
+	h := s.exclusiveHolder(ks, key, tok, "taken by a fenced TryAcquire, then tried by other tokens")
 	s.checkTTL(a, "the exclusive holder of "+key, h.TTL, s.long, start, set, sent, returned)
 	s.checkFence(ks, h, key, "fenced TryAcquire", fence)
 

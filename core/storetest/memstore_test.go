@@ -105,6 +105,7 @@ const (
 	bugListAnyCursor       // a cursor it did not hand out starts the listing over
 	bugInspectTTLAsked     // Inspect reports the TTL asked for, not the TTL left
 	bugInspectOldFence     // Extend does not record the holder's new fence
+	bugInspectKeyFence     // failed fenced attempts draw fences, and Inspect reports the key's last fence as the holder's
 	bugInspectShareMissing // Inspect leaves out the last share
 	bugInspectNoWriter     // Inspect does not report the waiting writer
 	bugInspectWaitersLIFO  // Inspect lists the waiters tail first
@@ -241,6 +242,9 @@ func (m *memStore) TryAcquire(ctx context.Context, key, token string, ttl time.D
 	now := time.Now()
 	k := m.get(key, now)
 	if !m.free(k) && k.token != token {
+		if m.bug == bugInspectKeyFence {
+			m.fence(key, fenced) // a failed attempt draws too, as ZooKeeper's zxids rise
+		}
 		return false, 0, nil
 	}
 	return true, m.take(key, token, ttl, fenced, now), nil
@@ -767,7 +771,11 @@ func (m *memStore) Inspect(ctx context.Context, key string) (lockstore.KeyState,
 			return exp.Sub(now)
 		}
 		if k.token != "" || m.bug == bugInspectEmptyHolder && len(k.shares) == 0 {
-			st.Holders = append(st.Holders, lockstore.HolderState{Token: k.token, Exclusive: true, TTL: left(k.exp, k.ttl), Fence: k.fence})
+			h := lockstore.HolderState{Token: k.token, Exclusive: true, TTL: left(k.exp, k.ttl), Fence: k.fence}
+			if m.bug == bugInspectKeyFence {
+				h.Fence = m.d.fences[key]
+			}
+			st.Holders = append(st.Holders, h)
 		}
 		for tok, sh := range k.shares {
 			st.Holders = append(st.Holders, lockstore.HolderState{Token: tok, Hold: core.Hold{N: k.n}, Slot: sh.slot, TTL: left(sh.exp, sh.ttl), Fence: sh.fence})
