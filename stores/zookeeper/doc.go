@@ -112,9 +112,10 @@
 //     holders kept their permits).
 //   - Writers do not starve: TryAcquireWaiting, when live shares keep it
 //     out, writes the key's exclusive waiter's record, an EPHEMERAL node
-//     "w" beside the queue with its patience as TTL. There is one record
-//     per key, not per token (a Locker draws a token per attempt): each
-//     waiting attempt resets it. While it is live no new share holds, also
+//     "w" beside the queue with its patience as TTL (and the token of the
+//     attempt that wrote it last). There is one record per key, not per
+//     token (a Locker draws a token per attempt): each waiting attempt
+//     resets it. While it is live no new share holds, also
 //     after the shares have drained, until a waiter takes the key and
 //     deletes it, or it dies after the patience of the last attempt that
 //     wrote it.

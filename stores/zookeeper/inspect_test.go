@@ -54,21 +54,28 @@ func TestInspectExclusive(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("TryAcquire: %v, %v", ok, err)
 	}
+	st, err := op.Inspect(ctx(t), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Holders) != 1 || st.Holders[0].Fence != fence || st.Fence != fence {
+		t.Fatalf("Inspect of a key taken by one fenced TryAcquire: %+v; want the holder's fence %d, the key's too", st, fence)
+	}
 	mustEnqueue(t, a, key, "w1", ttl, patience)
 	mustEnqueue(t, a, key, "w2", ttl, patience)
 
-	st, err := op.Inspect(ctx(t), key)
+	st, err = op.Inspect(ctx(t), key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Holders) != 1 || st.Holders[0].Token != "holder" || !st.Holders[0].Exclusive {
 		t.Fatalf("Holders = %+v; want the exclusive holder", st.Holders)
 	}
-	if h := st.Holders[0]; h.TTL <= 0 || h.TTL > ttl || h.Fence < fence {
-		t.Fatalf("holder %+v; want a TTL within (0, %v] and a fence of at least %d", h, ttl, fence)
+	if h := st.Holders[0]; h.TTL <= 0 || h.TTL > ttl || h.Fence != 0 {
+		t.Fatalf("holder %+v; want a TTL within (0, %v], and no fence once waiters came (the one it drew is not kept)", h, ttl)
 	}
-	if st.Fence < fence || st.Key != key || st.Writer != "" {
-		t.Fatalf("KeyState %+v; want a fence of at least %d", st, fence)
+	if st.Fence <= fence || st.Key != key || st.Writer != "" {
+		t.Fatalf("KeyState %+v; want a fence above %d (the waiters' nodes came after it)", st, fence)
 	}
 	if len(st.Waiters) != 2 || st.Waiters[0].Token != "w1" || st.Waiters[1].Token != "w2" {
 		t.Fatalf("Waiters = %+v; want w1, w2", st.Waiters)
@@ -167,8 +174,8 @@ func TestInspectReadsOnly(t *testing.T) {
 }
 
 // TestInspectShares: permits are listed in slot order with their mode and
-// slot; shared holds with their mode; an exclusive waiter's record (which
-// keeps no token) leaves Writer empty.
+// slot; shared holds with their mode; the exclusive waiter's record tells
+// the token of the last attempt that wrote it, and holds nothing.
 func TestInspectShares(t *testing.T) {
 	leakCheck(t)
 	r := root(t)
@@ -214,15 +221,34 @@ func TestInspectShares(t *testing.T) {
 			t.Fatalf("TryAcquireShare(%s): %v, %v", tok, ok, err)
 		}
 	}
-	if ok, _, err := a.TryAcquireWaiting(ctx(t), "shared", "writer", time.Minute, time.Minute, false); err != nil || ok {
-		t.Fatalf("TryAcquireWaiting beside shares: %v, %v", ok, err)
+	for _, w := range []string{"writer1", "writer2"} {
+		if ok, _, err := a.TryAcquireWaiting(ctx(t), "shared", w, time.Minute, time.Minute, false); err != nil || ok {
+			t.Fatalf("TryAcquireWaiting beside shares: %v, %v", ok, err)
+		}
 	}
 	st, err = op.Inspect(ctx(t), "shared")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Holders) != 2 || st.Holders[0].Token != "s1" || st.Holders[1].Token != "s2" || st.Holders[0].Hold != (core.Hold{}) || st.Writer != "" || len(st.Waiters) != 0 {
-		t.Fatalf("shared: %+v; want s1, s2 shared, no waiter", st)
+	if len(st.Holders) != 2 || st.Holders[0].Token != "s1" || st.Holders[1].Token != "s2" || st.Holders[0].Hold != (core.Hold{}) || st.Writer != "writer2" || len(st.Waiters) != 0 {
+		t.Fatalf("shared: %+v; want s1, s2 shared, writer2 waiting, no waiter in the queue", st)
+	}
+	for _, tok := range []string{"s1", "s2"} {
+		if ok, err := a.ReleaseShare(ctx(t), "shared", tok); err != nil || !ok {
+			t.Fatalf("ReleaseShare(%s): %v, %v", tok, ok, err)
+		}
+	}
+	if st, err = op.Inspect(ctx(t), "shared"); err != nil || st.Held() || st.Writer != "writer2" {
+		t.Fatalf("after the shares: %+v, %v; want free, writer2 waiting", st, err)
+	}
+	if keys := listAll(t, op, "s", 1); len(keys) != 0 {
+		t.Fatalf("List = %q; a key with only a waiting writer's record is not held", keys)
+	}
+	if ok, _, err := a.TryAcquireWaiting(ctx(t), "shared", "writer3", time.Minute, time.Minute, false); err != nil || !ok {
+		t.Fatalf("TryAcquireWaiting once the shares are gone: %v, %v", ok, err)
+	}
+	if st, err = op.Inspect(ctx(t), "shared"); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != "writer3" || st.Writer != "" {
+		t.Fatalf("after the writer took it: %+v, %v; want writer3 holding, no writer waiting", st, err)
 	}
 	if keys := listAll(t, op, "", 1); !slices.Equal(keys, []string{"permits", "shared"}) {
 		t.Fatalf("List = %q", keys)
