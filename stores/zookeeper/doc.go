@@ -186,6 +186,21 @@
 // again; a grant takes one after the release's watch event, and a waiter's
 // Dequeue one.
 //
+// # Inspection
+//
+// The store is a lockstore.Inspector (core.Locker's List and Inspect, the
+// reqlock command): List reads the names of the root's children, unescapes
+// them and keeps the keys under a prefix (ZooKeeper has no paged listing of
+// children: each page reads them all, and judges at most its limit of
+// keys); Inspect reads a key's children and their nodes in two round
+// trips. Both judge the nodes as a contender does, by the server's clock,
+// and delete nothing: a holder whose TTL ran out holds nothing, even
+// before the next contender deletes its node. Fences are zxids and a
+// holder's is not kept as such: a key's Fence is the highest zxid a fence
+// can have been drawn from. A store that has not written for 30 seconds
+// learns the server's clock again with a write that changes no lock, queue
+// or fence (the root node's unused data); see Store.Inspect.
+//
 // # Limits
 //
 // Expiry is judged by the ZooKeeper leader's wall clock (a transaction's
