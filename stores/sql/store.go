@@ -24,8 +24,9 @@ const MaxKeyLen = 1024
 const maxTokenLen = 255
 
 // Store is a core.Store on PostgreSQL or MySQL/MariaDB through database/sql,
-// and a core.Sharer and core.MultiAcquirer (shared holds, permits,
-// AcquireAll). Build it with New; it is safe for concurrent use. See the
+// a core.Sharer and core.MultiAcquirer (shared holds, permits, AcquireAll)
+// and a lockstore.Inspector (List and Inspect, inspect.go). Build it with
+// New; it is safe for concurrent use. See the
 // package doc for the tables and how each call works.
 type Store struct {
 	db      *sql.DB

@@ -148,18 +148,24 @@ func parseCursor(cursor string) (string, bool) {
 // the store's root node, one round trip more. Where the connection may not
 // write there, the local clock stands in.
 //
-// Writer is always "": the record of an exclusive waiter (TryAcquireWaiting)
-// is the key's, not a token's, and holds only its patience.
+// Writer is the token of the last attempt that wrote the key's exclusive
+// waiter's record (TryAcquireWaiting), while the record is live: the
+// record is the key's, not a token's, and each waiting attempt (a Locker
+// draws a token per attempt) writes its own token into it.
 //
 // Fences are zxids, and a holder's fence is not kept as such: Fence is the
 // highest zxid that a fence of key can have been drawn from, the larger of
 // the parent node's pzxid and the holders' last writes. It is the fence
 // the last holder drew, or above it when contenders came and went after
-// that holder's acquire, and below every fence drawn later. The exclusive
-// holder's Fence is the key's; a share's is the zxid of its node's last
-// write (the fence of a fenced share), 0 if it was never written after its
-// create. A key whose parent node is gone (ZooKeeper deletes it once it is
-// empty) has fence 0.
+// that holder's acquire, and below every fence drawn later. A key whose
+// parent node is gone (ZooKeeper deletes it once it is empty) has fence 0.
+// The exclusive holder's own Fence is told only when nothing changed under
+// the key since its node was made (its acquire's fence is then that
+// node's czxid), and is 0 otherwise: the pzxid its acquire drew is gone,
+// and the zxid of its node's last write is a fenced Extend's fence, but
+// also a fair waiter's last poll. A share's is the zxid of its node's last
+// write (a fenced share's fence, drawn by that write), 0 if it was never
+// written after its create.
 func (s *Store) Inspect(ctx context.Context, key string) (lockstore.KeyState, error) {
 	if key == "" {
 		return lockstore.KeyState{}, fmt.Errorf("zkstore: inspect: the key is empty: %w", lockstore.ErrInvalidOption)
@@ -168,7 +174,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (lockstore.KeyState, er
 	if err != nil {
 		return lockstore.KeyState{}, wrap("inspect", key, err)
 	}
-	if len(q.children) == 0 {
+	if len(q.children) == 0 && q.record == nil {
 		return q.judge(key, 0), nil
 	}
 	now, err := s.serverNow(ctx)
@@ -210,10 +216,12 @@ type queue struct {
 	stat     *zk.Stat     // the parent node's, nil when it does not exist
 	children []child      // the contenders, in sequence order
 	nodes    []readResult // their nodes, one per child (err ErrNoNode: gone meanwhile)
+	record   *readResult  // the exclusive waiter's record, if there is one
 }
 
-// readQueue lists key's parent node and reads the nodes of its contenders,
-// pipelined: two round trips, one when it has none.
+// readQueue lists key's parent node and reads the nodes of its contenders
+// and the exclusive waiter's record, pipelined: two round trips, one when
+// it has none.
 func (s *Store) readQueue(ctx context.Context, key string) (queue, error) {
 	dir := s.dir(key)
 	list, err := call(ctx, func() (listing, error) { n, st, err := s.conn.Children(dir); return listing{n, st}, err })
@@ -224,18 +232,25 @@ func (s *Store) readQueue(ctx context.Context, key string) (queue, error) {
 		return queue{}, err
 	}
 	q := queue{stat: list.stat, children: sortChildren(list.names)}
-	if len(q.children) == 0 {
-		return q, nil
-	}
-	names := make([]string, len(q.children))
+	names := make([]string, len(q.children), len(q.children)+1)
 	for i, c := range q.children {
 		names[i] = c.name
 	}
-	q.nodes = s.readAll(ctx, dir, names)
-	for _, r := range q.nodes {
+	if slices.Contains(list.names, waiterName) {
+		names = append(names, waiterName)
+	}
+	if len(names) == 0 {
+		return q, nil
+	}
+	reads := s.readAll(ctx, dir, names)
+	for _, r := range reads {
 		if r.err != nil && !errors.Is(r.err, zk.ErrNoNode) {
 			return queue{}, r.err
 		}
+	}
+	q.nodes = reads[:len(q.children)]
+	if len(reads) > len(q.children) && reads[len(q.children)].err == nil {
+		q.record = &reads[len(q.children)]
 	}
 	return q, nil
 }
@@ -300,12 +315,19 @@ func (q queue) judge(key string, now int64) lockstore.KeyState {
 	}
 	if holder != nil {
 		fence = max(fence, holder.Mzxid)
-		st.Holders[0].Fence = fence
+		if holder.Mzxid == holder.Czxid && q.stat.Pzxid == holder.Czxid {
+			// Nothing changed since the holder's create: the listing
+			// that showed it lowest had its czxid as pzxid, its fence.
+			st.Holders[0].Fence = holder.Czxid
+		}
 	}
 	if len(shares) > 0 {
 		slices.SortStableFunc(st.Holders, func(a, b lockstore.HolderState) int { return cmp.Compare(a.Slot, b.Slot) })
 	}
 	st.Fence = fence
+	if r := q.record; r != nil && !expired(r.stat.Mtime, r.data, now) {
+		st.Writer = recordToken(r.data)
+	}
 	return st
 }
 

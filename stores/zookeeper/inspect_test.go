@@ -2,6 +2,7 @@ package zkstore_test
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -54,21 +55,28 @@ func TestInspectExclusive(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("TryAcquire: %v, %v", ok, err)
 	}
+	st, err := op.Inspect(ctx(t), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Holders) != 1 || st.Holders[0].Fence != fence || st.Fence != fence {
+		t.Fatalf("Inspect of a key taken by one fenced TryAcquire: %+v; want the holder's fence %d, the key's too", st, fence)
+	}
 	mustEnqueue(t, a, key, "w1", ttl, patience)
 	mustEnqueue(t, a, key, "w2", ttl, patience)
 
-	st, err := op.Inspect(ctx(t), key)
+	st, err = op.Inspect(ctx(t), key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Holders) != 1 || st.Holders[0].Token != "holder" || !st.Holders[0].Exclusive {
 		t.Fatalf("Holders = %+v; want the exclusive holder", st.Holders)
 	}
-	if h := st.Holders[0]; h.TTL <= 0 || h.TTL > ttl || h.Fence < fence {
-		t.Fatalf("holder %+v; want a TTL within (0, %v] and a fence of at least %d", h, ttl, fence)
+	if h := st.Holders[0]; h.TTL <= 0 || h.TTL > ttl || h.Fence != 0 {
+		t.Fatalf("holder %+v; want a TTL within (0, %v], and no fence once waiters came (the one it drew is not kept)", h, ttl)
 	}
-	if st.Fence < fence || st.Key != key || st.Writer != "" {
-		t.Fatalf("KeyState %+v; want a fence of at least %d", st, fence)
+	if st.Fence <= fence || st.Key != key || st.Writer != "" {
+		t.Fatalf("KeyState %+v; want a fence above %d (the waiters' nodes came after it)", st, fence)
 	}
 	if len(st.Waiters) != 2 || st.Waiters[0].Token != "w1" || st.Waiters[1].Token != "w2" {
 		t.Fatalf("Waiters = %+v; want w1, w2", st.Waiters)
@@ -167,8 +175,8 @@ func TestInspectReadsOnly(t *testing.T) {
 }
 
 // TestInspectShares: permits are listed in slot order with their mode and
-// slot; shared holds with their mode; an exclusive waiter's record (which
-// keeps no token) leaves Writer empty.
+// slot; shared holds with their mode; the exclusive waiter's record tells
+// the token of the last attempt that wrote it, and holds nothing.
 func TestInspectShares(t *testing.T) {
 	leakCheck(t)
 	r := root(t)
@@ -214,15 +222,34 @@ func TestInspectShares(t *testing.T) {
 			t.Fatalf("TryAcquireShare(%s): %v, %v", tok, ok, err)
 		}
 	}
-	if ok, _, err := a.TryAcquireWaiting(ctx(t), "shared", "writer", time.Minute, time.Minute, false); err != nil || ok {
-		t.Fatalf("TryAcquireWaiting beside shares: %v, %v", ok, err)
+	for _, w := range []string{"writer1", "writer2"} {
+		if ok, _, err := a.TryAcquireWaiting(ctx(t), "shared", w, time.Minute, time.Minute, false); err != nil || ok {
+			t.Fatalf("TryAcquireWaiting beside shares: %v, %v", ok, err)
+		}
 	}
 	st, err = op.Inspect(ctx(t), "shared")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Holders) != 2 || st.Holders[0].Token != "s1" || st.Holders[1].Token != "s2" || st.Holders[0].Hold != (core.Hold{}) || st.Writer != "" || len(st.Waiters) != 0 {
-		t.Fatalf("shared: %+v; want s1, s2 shared, no waiter", st)
+	if len(st.Holders) != 2 || st.Holders[0].Token != "s1" || st.Holders[1].Token != "s2" || st.Holders[0].Hold != (core.Hold{}) || st.Writer != "writer2" || len(st.Waiters) != 0 {
+		t.Fatalf("shared: %+v; want s1, s2 shared, writer2 waiting, no waiter in the queue", st)
+	}
+	for _, tok := range []string{"s1", "s2"} {
+		if ok, err := a.ReleaseShare(ctx(t), "shared", tok); err != nil || !ok {
+			t.Fatalf("ReleaseShare(%s): %v, %v", tok, ok, err)
+		}
+	}
+	if st, err = op.Inspect(ctx(t), "shared"); err != nil || st.Held() || st.Writer != "writer2" {
+		t.Fatalf("after the shares: %+v, %v; want free, writer2 waiting", st, err)
+	}
+	if keys := listAll(t, op, "s", 1); len(keys) != 0 {
+		t.Fatalf("List = %q; a key with only a waiting writer's record is not held", keys)
+	}
+	if ok, _, err := a.TryAcquireWaiting(ctx(t), "shared", "writer3", time.Minute, time.Minute, false); err != nil || !ok {
+		t.Fatalf("TryAcquireWaiting once the shares are gone: %v, %v", ok, err)
+	}
+	if st, err = op.Inspect(ctx(t), "shared"); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != "writer3" || st.Writer != "" {
+		t.Fatalf("after the writer took it: %+v, %v; want writer3 holding, no writer waiting", st, err)
 	}
 	if keys := listAll(t, op, "", 1); !slices.Equal(keys, []string{"permits", "shared"}) {
 		t.Fatalf("List = %q", keys)
@@ -320,5 +347,74 @@ func TestListBadInput(t *testing.T) {
 	}
 	if keys := listAll(t, s, "x", 1); !slices.Equal(keys, []string{"x1", "x2"}) {
 		t.Fatalf("List(x) = %q", keys)
+	}
+}
+
+// TestLockerInspect: through core.Locker, on two processes' stores: the
+// holder of a name is listed by its name and inspected with its identity
+// (this process, read from its token) and the fair waiter of another
+// Locker behind it; ForceRelease by the holder's token hands the name to
+// that waiter, and the forced holder's Release then finds it not held.
+func TestLockerInspect(t *testing.T) {
+	leakCheck(t)
+	r := root(t)
+	opts := []core.Option{core.WithFair(), core.WithTTL(30 * time.Second), core.WithWait(30 * time.Second), core.WithFencing()}
+	l1 := core.NewWithStore(newStore(t, dial(t, "", 0), zkstore.WithRoot(r)), opts...)
+	t.Cleanup(func() { _ = l1.Close() })
+	l2 := core.NewWithStore(newStore(t, dial(t, "", 0), zkstore.WithRoot(r)), opts...)
+	t.Cleanup(func() { _ = l2.Close() })
+	op := core.NewWithStore(newStore(t, dial(t, "", 0), zkstore.WithRoot(r)))
+	t.Cleanup(func() { _ = op.Close() })
+
+	lease, err := l1.Acquire(ctx(t), "order:42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	var second string
+	go func() {
+		w, err := l2.Acquire(ctx(t), "order:42")
+		if err == nil {
+			second = w.Token()
+			err = w.Release(ctx(t))
+		}
+		waited <- err
+	}()
+	var st core.LockState
+	for deadline := time.Now().Add(20 * time.Second); len(st.Waiters) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no waiter seen in 20s: %+v", st)
+		}
+		if st, err = op.Inspect(ctx(t), "order:42"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(st.Holders) != 1 || st.Holders[0].Token != lease.Token() || !st.Holders[0].Identified || st.Holders[0].Holder.PID != os.Getpid() {
+		t.Fatalf("holders %+v; want the lease's token, identified as this process", st.Holders)
+	}
+	if w := st.Waiters[0]; !w.Identified || w.Holder.PID != os.Getpid() || w.Patience <= 0 {
+		t.Fatalf("waiter %+v; want identified, with patience left", w)
+	}
+	if st.Fence < lease.Fence() {
+		t.Fatalf("fence %d below the lease's %d", st.Fence, lease.Fence())
+	}
+	names, next, err := op.List(ctx(t), "order:", "", 10)
+	if err != nil || next != "" || !slices.Equal(names, []string{"order:42"}) {
+		t.Fatalf("List = %q, %q, %v", names, next, err)
+	}
+	if ok, err := op.ForceRelease(ctx(t), "order:42", "not-the-holder"); err != nil || ok {
+		t.Fatalf("ForceRelease with another token: %v, %v; want false", ok, err)
+	}
+	if ok, err := op.ForceRelease(ctx(t), "order:42", lease.Token()); err != nil || !ok {
+		t.Fatalf("ForceRelease with the holder's token: %v, %v", ok, err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the waiter after the forced release: %v", err)
+	}
+	if second == "" || second == lease.Token() {
+		t.Fatalf("the waiter's token %q", second)
+	}
+	if err := lease.Release(ctx(t)); !errors.Is(err, core.ErrNotHeld) {
+		t.Fatalf("Release of the forced lease: %v; want ErrNotHeld", err)
 	}
 }

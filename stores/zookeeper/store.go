@@ -19,8 +19,8 @@ import (
 
 // Store keeps reqlock's locks in ZooKeeper. It implements core.Store,
 // core.Notifier, core.Queuer, core.Undoer, core.Sharer (shared holds and
-// permits), core.MultiAcquirer (several keys at once) and io.Closer; build
-// it with New.
+// permits), core.MultiAcquirer (several keys at once), lockstore.Inspector
+// (List and Inspect, inspect.go) and io.Closer; build it with New.
 type Store struct {
 	conn    *zk.Conn
 	root    string // "" for "/"
