@@ -227,10 +227,12 @@ func hashedItemKey(k string) bool {
 // meta get (`mg <key> t v`) on a connection of its own to the item's
 // server asks for the TTL left of each holder's item (the lock's item, or
 // the share item), one exchange per server. The TTL is memcached's, whole
-// seconds by the server's clock, and includes the two seconds the store
-// adds to every TTL (see TTL resolution in the package documentation): up
-// to three seconds more than the holder's own TTL left. It is 0 without
-// WithServers, or when the item changed between the reads.
+// seconds by the server's clock, less the two seconds the store adds to
+// every TTL (see TTL resolution in the package documentation): what is
+// left of the TTL the holder asked for, to within a second (a TTL that was
+// not whole seconds was rounded up); memcached holds the item up to two
+// seconds longer. It is 0 without WithServers, when the item changed
+// between the reads, or in those last two seconds.
 //
 // Fence is the value of the key's fence counter, the last fence drawn for
 // it (0 if none lives); a holder's own Fence is 0: the counter does not
@@ -305,7 +307,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (lockstore.KeyState, er
 	}
 	for i := range st.Holders {
 		if t, ok := ttls[holderItems[i]]; ok && t.value == st.Holders[i].Token {
-			st.Holders[i].TTL = t.ttl
+			st.Holders[i].TTL = max(t.ttl-expirationMargin*time.Second, 0)
 		}
 	}
 	return st, nil
