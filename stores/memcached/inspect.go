@@ -545,8 +545,13 @@ func (s *Store) exchange(ctx context.Context, addr string, f func(rw *bufio.Read
 	stop := context.AfterFunc(ctx, ic.cutOff) // a cancel cuts the exchange
 	defer stop()
 	err = f(bufio.NewReadWriter(bufio.NewReaderSize(ic, maxReplyLine), bufio.NewWriter(ic)))
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			return context.DeadlineExceeded // the connection's deadline, ctx's, came first
+		}
 	}
 	return err
 }

@@ -1,6 +1,7 @@
 package memcachedstore_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -377,4 +378,35 @@ func TestInspectReadsOnly(t *testing.T) {
 		t.Fatalf("the item after Inspect and List: %+v, %v; before %+v", after, err, before)
 	}
 	release(t, s, key, "t")
+}
+
+// TestListOfAStalledServerEndsWithItsContext: a server that stops
+// answering (frozen) does not hold List or Inspect past their context: they
+// return its error, and leave no goroutine behind.
+func TestListOfAStalledServerEndsWithItsContext(t *testing.T) {
+	leakCheck(t)
+	srv := servers.StartMemcached(t)
+	c := newClient(t, srv.Addr())
+	c.Timeout = time.Hour // only the context can end the calls (a hang fails by go test -timeout)
+	s := storeOn(t, c, memcachedstore.WithServers(srv.Addr()))
+	key := uniq(t)
+	acquire(t, s, key, "t", time.Minute, false)
+	if err := srv.Freeze(); err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { _ = srv.Thaw() })
+	for _, cancelled := range []bool{false, true} {
+		cx, cancel := context.WithTimeout(context.Background(), time.Second)
+		want := context.DeadlineExceeded
+		if cancelled {
+			cx, cancel = context.WithCancel(context.Background())
+			time.AfterFunc(time.Second, cancel)
+			want = context.Canceled
+		}
+		_, _, err := s.List(cx, "", "", 10)
+		if !errors.Is(err, want) {
+			t.Errorf("List of a frozen server (cancelled: %v): %v; want %v", cancelled, err, want)
+		}
+		cancel()
+	}
 }
