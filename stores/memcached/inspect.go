@@ -46,32 +46,34 @@ const maxReplyLine = 4096
 
 // List is part of lockstore.Inspector. memcached cannot enumerate keys
 // through gomemcache: List asks each server of WithServers for
-// `lru_crawler metadump all` on a connection of its own (memcached ≥
-// 1.4.31, its LRU crawler on, as it is by default: the dump runs in the
-// server's crawler thread and does not hold up other requests), keeps the
-// keys that begin with prefix and sort after the cursor (memcached sends
-// them URL-encoded, in no order), the limit smallest of them, and checks
-// that each is a held lock (one gets of them, and one of the share items
-// of those that list shares): share items, waiter records and fence
-// counters (marked by their flags), released and expired items, and lists
-// whose shares all expired are left out. Keys come in byte order; the
-// cursor is the last key the page considered (base64url), so a page may
-// hold fewer keys than limit.
+// `lru_crawler metadump hash` on a connection of its own (memcached 1.6.9
+// or later, its LRU crawler on, as it is by default: the dump walks the
+// server's hash table in its crawler thread and does not hold up other
+// requests), keeps the keys that begin with prefix and sort after the
+// cursor (memcached sends them URL-encoded, in no order), the limit
+// smallest of them, and checks that each is a held lock (one gets of them,
+// and one of the share items of those that list shares): share items,
+// waiter records and fence counters (marked by their flags), released and
+// expired items, and lists whose shares all expired are left out. Keys
+// come in byte order; the cursor is the last key the page considered
+// (base64url), so a page may hold fewer keys than limit.
 //
 // Each page dumps every item of every server again: a listing is O(items
 // in memcached) per page, which suits an operator's tool, not a request
-// path. The crawler walks memcached's LRUs while they change: an item
-// moved between two of them during a dump may be missed by it. A key that
-// memcached could not take as it is (see Keys in the package
-// documentation) is listed by its item key, "reqlock-sha256:" and a hex
-// SHA-256, when prefix is a prefix of that; Inspect takes that key.
+// path. A memcached older than 1.6.9 (from 1.4.31) is asked for
+// `lru_crawler metadump all`, a walk of its LRUs while they change, which
+// misses an item that memcached moves from one LRU to another during the
+// walk (an item read recently, for one). A key that memcached could not
+// take as it is (see Keys in the package documentation) is listed by its
+// item key, "reqlock-sha256:" and a hex SHA-256, when prefix is a prefix
+// of that; Inspect takes that key.
 //
 // A limit outside 1..MaxListLimit, a cursor that does not decode to a key
 // under prefix, or a Store built without WithServers is an error wrapping
 // lockstore.ErrInvalidOption. A server that answers the dump with an
-// error (an old memcached, the crawler turned off) fails the listing with
-// an error that quotes the server's answer; one that is busy with another
-// crawl is asked again until ctx ends.
+// error (the crawler turned off, a memcached older than 1.4.31) fails the
+// listing with an error that quotes the server's answer; one that is busy
+// with another crawl is asked again until ctx ends.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	if limit < 1 || limit > lockstore.MaxListLimit {
 		return nil, "", fmt.Errorf("memcachedstore: list %s: %w: the limit %d is not within 1..%d", prefix, lockstore.ErrInvalidOption, limit, lockstore.MaxListLimit)
