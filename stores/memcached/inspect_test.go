@@ -410,3 +410,20 @@ func TestListOfAStalledServerEndsWithItsContext(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestListWithoutTheCrawler: a server whose LRU crawler is off fails List
+// with an error that quotes its answer; Inspect does not need it.
+func TestListWithoutTheCrawler(t *testing.T) {
+	leakCheck(t)
+	srv := servers.StartMemcached(t, "-o", "no_lru_crawler")
+	s := newStore(t, srv.Addr())
+	key := uniq(t)
+	acquire(t, s, key, "t", time.Minute, false)
+	_, _, err := s.List(ctx(t), "", "", 10)
+	if err == nil || !strings.Contains(err.Error(), "lru crawler disabled") {
+		t.Errorf("List of a server without its crawler: %v; want its answer quoted", err)
+	}
+	if st, err := s.Inspect(ctx(t), key); err != nil || len(st.Holders) != 1 {
+		t.Errorf("Inspect: %+v, %v", st, err)
+	}
+}
