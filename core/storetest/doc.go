@@ -26,7 +26,7 @@
 //
 // Each property is one subtest (the properties of a core.Sharer are grouped
 // under Holds: -run 'TestConformance/Holds', those of a
-// lockstore.Inspector under Inspect), so that a failure names what is
+// core.Inspector under Inspect), so that a failure names what is
 // broken:
 //
 //   - MutualExclusion: Lockers on three clients never hold one name at once;
@@ -112,7 +112,7 @@
 //   - BadHoldIsInvalidOption: a Hold with N < 0 or N > core.MaxPermits is an
 //     error wrapping core.ErrInvalidOption that sets nothing.
 //
-// The properties of a lockstore.Inspector (the capability behind
+// The properties of a core.Inspector (the capability behind
 // core.Locker's List and Inspect and the reqlock command: which keys are
 // held, by whom, for how long still, who waits) are the subtests of the
 // group Inspect, each skipped for other stores (and their parts of shares
@@ -136,7 +136,7 @@
 //     to, and letters of another case, are not patterns;
 //   - ListPagesCoverEveryKey: with 25 keys held, following the cursor from
 //     "" until it comes back "" in pages of 1, 2, 7, 25 and
-//     lockstore.MaxListLimit lists each of them at least once (more than
+//     core.MaxListLimit lists each of them at least once (more than
 //     once is allowed, as Redis's SCAN does), no page longer than its limit;
 //   - ListBadLimitOrCursorIsInvalidOption: a limit of 0, -1 or
 //     MaxListLimit+1, or a cursor List did not hand out, is an error

@@ -181,6 +181,10 @@ var memCases = []memCase{
 		bug: bugInspectOldFence, want: "whose fenced Extend drew",
 	},
 	{
+		property: "Inspect/InspectExclusiveHolder", store: "Inspect reports the key's last fence as the holder's",
+		bug: bugInspectKeyFence, want: "whose fenced TryAcquire drew",
+	},
+	{
 		property: "Inspect/InspectShares", store: "Inspect leaves out a share",
 		bug: bugInspectShareMissing, want: "want the 2 shares",
 	},

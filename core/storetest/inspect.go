@@ -11,13 +11,12 @@ import (
 	"time"
 
 	"github.com/reqlock/reqlock/core"
-	"github.com/reqlock/reqlock/lockstore"
 )
 
-// The properties of an Inspector (lockstore.Inspector): List finds the held
-// lock keys under a prefix, page by page, and nothing else; Inspect tells a
-// key's holders, fair-queue waiters, waiting writer and fence as they are;
-// neither changes anything. They run as the subtests of the group
+// The properties of an Inspector (core.Inspector, the contract of
+// lockstore.Inspector): List finds the held lock keys under a prefix, page
+// by page, and nothing else; Inspect tells a key's holders, fair-queue
+// waiters, waiting writer and fence as they are; neither changes anything. They run as the subtests of the group
 // "Inspect", each skipped for a store that is not an Inspector (and the
 // parts of a Sharer or a Queuer skipped for a store that is not one).
 
@@ -45,18 +44,18 @@ var inspectProperties = []property{
 const maxListPages = 1 << 20
 
 // inspectors returns n new clients of the store, each a
-// lockstore.Inspector, or skips the property if the store is not one.
+// core.Inspector, or skips the property if the store is not one.
 func (s *suite) inspectors(n int) []core.Store {
 	s.t.Helper()
 	sts := make([]core.Store, n)
 	for i := range sts {
 		st := s.store()
-		_, ok := st.(lockstore.Inspector)
+		_, ok := st.(core.Inspector)
 		switch {
 		case !ok && i == 0:
-			s.t.Skipf("storetest: %T does not implement lockstore.Inspector: the properties of listing and inspecting locks do not apply", st)
+			s.t.Skipf("storetest: %T does not implement core.Inspector: the properties of listing and inspecting locks do not apply", st)
 		case !ok:
-			s.t.Fatalf("storetest: newStore returned a %T that implements lockstore.Inspector and a %T that does not", sts[0], st)
+			s.t.Fatalf("storetest: newStore returned a %T that implements core.Inspector and a %T that does not", sts[0], st)
 		}
 		sts[i] = st
 	}
@@ -96,7 +95,7 @@ func (s *suite) inspectQueuers(n int) []core.Queuer {
 }
 
 // inspector returns st as the Inspector it is.
-func inspector(st core.Store) lockstore.Inspector { return st.(lockstore.Inspector) }
+func inspector(st core.Store) core.Inspector { return st.(core.Inspector) }
 
 // prefixKey returns a fresh listing prefix of the property, shaped like a
 // Locker's for names under "<name>:", and a function that returns the key
@@ -108,7 +107,7 @@ func (s *suite) prefixKey() (prefix string, key func(name string) string) {
 
 // listPage calls List once; the error is returned, a page longer than
 // limit or a key outside prefix is a problem.
-func listPage(in lockstore.Inspector, prefix, cursor string, limit int) (keys []string, next string, problem string, err error) {
+func listPage(in core.Inspector, prefix, cursor string, limit int) (keys []string, next string, problem string, err error) {
 	ctx, cancel := call()
 	defer cancel()
 	keys, next, err = in.List(ctx, prefix, cursor, limit)
@@ -129,7 +128,7 @@ func listPage(in lockstore.Inspector, prefix, cursor string, limit int) (keys []
 // listing follows List's cursor from "" until it comes back "", in pages
 // of limit, and returns how many times each key was listed; between two
 // pages it calls between (if not nil) with the keys of the page.
-func listing(in lockstore.Inspector, prefix string, limit int, between func(page []string)) (map[string]int, error) {
+func listing(in core.Inspector, prefix string, limit int, between func(page []string)) (map[string]int, error) {
 	seen := map[string]int{}
 	cursor := ""
 	for pages := 0; ; pages++ {
@@ -172,7 +171,7 @@ func (s *suite) listAll(st core.Store, prefix string, limit int) map[string]int 
 
 // inspect calls Inspect, fails the subtest on an error and reports a state
 // that no store may answer (malformed).
-func (s *suite) inspect(st core.Store, key string) lockstore.KeyState {
+func (s *suite) inspect(st core.Store, key string) core.KeyState {
 	s.t.Helper()
 	ctx, cancel := call()
 	defer cancel()
@@ -191,7 +190,7 @@ func (s *suite) inspect(st core.Store, key string) lockstore.KeyState {
 // an exclusive holder beside another holder, shares of different holds or
 // out of their slots, a waiter or the writer that is also a holder,
 // negative durations or fences.
-func malformed(key string, ks lockstore.KeyState) []string {
+func malformed(key string, ks core.KeyState) []string {
 	var ps []string
 	bad := func(format string, args ...any) { ps = append(ps, fmt.Sprintf(format, args...)) }
 	if ks.Key != key {
@@ -212,7 +211,7 @@ func malformed(key string, ks lockstore.KeyState) []string {
 		}
 		if h.Exclusive {
 			exclusive++
-			if h.Hold != (lockstore.Hold{}) || h.Slot != 0 {
+			if h.Hold != (core.Hold{}) || h.Slot != 0 {
 				bad("an exclusive holder with a hold or a slot (%+v): those are a share's", h)
 			}
 			continue
@@ -293,7 +292,7 @@ func (s *suite) checkTTL(st core.Store, what string, got, ttl time.Duration, sta
 
 // exclusiveHolder returns the one holder of ks, failing the subtest unless
 // it is tok, exclusive.
-func (s *suite) exclusiveHolder(ks lockstore.KeyState, key, tok, what string) lockstore.HolderState {
+func (s *suite) exclusiveHolder(ks core.KeyState, key, tok, what string) core.HolderState {
 	s.t.Helper()
 	if len(ks.Holders) != 1 || !ks.Held() || ks.Holders[0].Token != tok || !ks.Holders[0].Exclusive {
 		s.t.Fatalf("storetest: Inspect of %s, %s, returned the holders %+v: want one, exclusive, with the token %q", key, what, ks.Holders, tok)
@@ -304,7 +303,7 @@ func (s *suite) exclusiveHolder(ks lockstore.KeyState, key, tok, what string) lo
 // checkFence fails the subtest unless the fences that Inspect reported for
 // key, h's and the key's, agree with fence, the last one h drew (0 is a
 // store that cannot tell).
-func (s *suite) checkFence(ks lockstore.KeyState, h lockstore.HolderState, key, what string, fence int64) {
+func (s *suite) checkFence(ks core.KeyState, h core.HolderState, key, what string, fence int64) {
 	s.t.Helper()
 	if h.Fence != 0 && h.Fence != fence {
 		s.t.Errorf("storetest: Inspect of %s reported the fence %d for its holder, whose %s drew %d: want that fence (or 0 if the store cannot tell one holder's from the key's)",
@@ -316,7 +315,7 @@ func (s *suite) checkFence(ks lockstore.KeyState, h lockstore.HolderState, key, 
 }
 
 // tokens returns the tokens of ws, in order.
-func tokens(ws []lockstore.WaiterState) []string {
+func tokens(ws []core.WaiterState) []string {
 	toks := make([]string, len(ws))
 	for i, w := range ws {
 		toks[i] = w.Token
@@ -429,7 +428,13 @@ func listFindsHeldKeysOnly(s *suite) {
 	// The short holds have surely run out by then (the bound of
 	// TTLFreesUnreleasedLock).
 	sleepUntil(lastSet.Add(s.ttl + s.res + s.slack))
-	seen := s.listAll(c, prefix, lockstore.MaxListLimit)
+	seen := s.listAll(c, prefix, core.MaxListLimit)
+	if k := key("waitersonly"); not[k] != "" && s.inspect(c, k).Held() {
+		// A store that hands a key freed by its TTL to the head of its
+		// queue by itself (ZooKeeper reaps the dead holder's node), maybe
+		// during the listing: the key proves nothing.
+		delete(not, k)
+	}
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if seen[k] == 0 {
 			s.t.Errorf("storetest: List(%q) did not list %s, which is %s", prefix, k, want[k])
@@ -473,7 +478,7 @@ func listPrefixIsLiteral(s *suite) {
 	for d := range decoys {
 		s.acquire(st, d, token(), s.long, false)
 	}
-	seen := s.listAll(st, prefix, lockstore.MaxListLimit)
+	seen := s.listAll(st, prefix, core.MaxListLimit)
 	if seen[k] == 0 {
 		s.t.Errorf("storetest: List(%q) did not list %s, which is held: a prefix's characters must match themselves (escape them in a SCAN MATCH or LIKE pattern)", prefix, k)
 	}
@@ -488,7 +493,7 @@ func listPrefixIsLiteral(s *suite) {
 // listing, following List's cursor from "" until it comes back "" lists
 // every one of them at least once (more than once is allowed, as Redis's
 // SCAN does), in pages no longer than the limit, for limits 1, 2, 7, 25
-// and lockstore.MaxListLimit.
+// and core.MaxListLimit.
 func listPagesCoverEveryKey(s *suite) {
 	sts := s.inspectors(2)
 	prefix, key := s.prefixKey()
@@ -498,7 +503,7 @@ func listPagesCoverEveryKey(s *suite) {
 		keys[i] = key(fmt.Sprintf("%02d", i))
 		s.acquire(sts[i%2], keys[i], token(), s.long, i%3 == 0)
 	}
-	for _, limit := range []int{1, 2, 7, n, lockstore.MaxListLimit} {
+	for _, limit := range []int{1, 2, 7, n, core.MaxListLimit} {
 		seen := s.listAll(sts[1], prefix, limit)
 		var missing []string
 		for _, k := range keys {
@@ -519,7 +524,7 @@ func listPagesCoverEveryKey(s *suite) {
 }
 
 // listBadLimitOrCursorIsInvalidOption: List with a limit out of 1..
-// lockstore.MaxListLimit (0, -1, MaxListLimit+1), or with a cursor it did
+// core.MaxListLimit (0, -1, MaxListLimit+1), or with a cursor it did
 // not hand out, returns an error wrapping core.ErrInvalidOption and
 // changes nothing.
 func listBadLimitOrCursorIsInvalidOption(s *suite) {
@@ -528,13 +533,13 @@ func listBadLimitOrCursorIsInvalidOption(s *suite) {
 	prefix, key := s.prefixKey()
 	k := key("held")
 	s.acquire(st, k, token(), s.long, false)
-	for _, limit := range []int{0, -1, lockstore.MaxListLimit + 1} {
+	for _, limit := range []int{0, -1, core.MaxListLimit + 1} {
 		ctx, cancel := call()
 		keys, next, err := in.List(ctx, prefix, "", limit)
 		cancel()
 		if !errors.Is(err, core.ErrInvalidOption) {
 			s.t.Errorf("storetest: List(%q, limit %d) returned %q, next %q, error %v: want an error wrapping core.ErrInvalidOption (the limit must be 1..%d)",
-				prefix, limit, keys, next, err, lockstore.MaxListLimit)
+				prefix, limit, keys, next, err, core.MaxListLimit)
 		}
 	}
 	for _, cursor := range []string{"!not a cursor " + random(), "\x00"} {
@@ -553,8 +558,9 @@ func listBadLimitOrCursorIsInvalidOption(s *suite) {
 
 // inspectExclusiveHolder: Inspect of a key held exclusively reports one
 // holder, exclusive, with its token, the TTL it has left (not the TTL it
-// asked for) and the fence its fenced TryAcquire drew, then the one its
-// fenced Extend drew; the key's fence is at least the holder's. Inspect
+// asked for) and the fence its fenced TryAcquire drew (also after other
+// tokens' attempts failed), then the one its fenced Extend drew; the key's
+// fence is at least the holder's. Inspect
 // of a free key reports no holder, no waiter and no writer, and no error.
 func inspectExclusiveHolder(s *suite) {
 	sts := s.inspectors(2)
@@ -568,11 +574,18 @@ func inspectExclusiveHolder(s *suite) {
 	start := time.Now()
 	fence := s.acquire(a, key, tok, s.long, true)
 	set := time.Now()
+	// Other tokens' attempts fail meanwhile, and leave the holder's fence
+	// as it drew it.
+	for _, fenced := range []bool{true, false, true} {
+		if ok, _ := s.tryAcquire(b, key, token(), s.long, fenced); ok {
+			s.t.Fatalf("storetest: TryAcquire of %s by another token reported true while its holder held it", key)
+		}
+	}
 	sleepUntil(set.Add(s.lateEnough(a, s.long)))
 	sent := time.Now()
 	ks := s.inspect(b, key)
 	returned := time.Now()
-	h := s.exclusiveHolder(ks, key, tok, "taken by a fenced TryAcquire")
+	h := s.exclusiveHolder(ks, key, tok, "taken by a fenced TryAcquire, then tried by other tokens")
 	s.checkTTL(a, "the exclusive holder of "+key, h.TTL, s.long, start, set, sent, returned)
 	s.checkFence(ks, h, key, "fenced TryAcquire", fence)
 
@@ -616,7 +629,7 @@ type shareWant struct {
 
 // checkShares fails the subtest unless ks reports the shares want (by
 // token), in slot order, each with the TTL it has left of ttl.
-func (s *suite) checkShares(st core.Store, ks lockstore.KeyState, key, what string, want map[string]shareWant, ttl time.Duration, start, set, sent, returned time.Time) {
+func (s *suite) checkShares(st core.Store, ks core.KeyState, key, what string, want map[string]shareWant, ttl time.Duration, start, set, sent, returned time.Time) {
 	s.t.Helper()
 	var got []string
 	for _, h := range ks.Holders {
@@ -649,7 +662,7 @@ func (s *suite) checkShares(st core.Store, ks lockstore.KeyState, key, what stri
 }
 
 // slots returns the slots of hs, in order.
-func slots(hs []lockstore.HolderState) []int {
+func slots(hs []core.HolderState) []int {
 	ss := make([]int, len(hs))
 	for i, h := range hs {
 		ss[i] = h.Slot
@@ -814,7 +827,9 @@ func inspectAndListAreReadOnly(s *suite) {
 		for _, k := range slices.Sorted(maps.Keys(held)) {
 			sent := time.Now()
 			for _, h := range s.inspect(b, k).Holders {
-				if prev := last[k]; h.TTL != 0 && prev != 0 && h.TTL > prev+s.res {
+				// Allowed: the store's resolution, and clocks of several
+				// nodes (a quorum) a little apart.
+				if prev := last[k]; h.TTL != 0 && prev != 0 && h.TTL > prev+s.res+s.ttl/10 {
 					s.t.Errorf("storetest: the TTL left that Inspect reported for %s rose from %v to %v between two Inspects: Inspect or List renewed it (they must change nothing)",
 						k, prev, h.TTL)
 				}

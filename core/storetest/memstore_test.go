@@ -10,11 +10,10 @@ import (
 	"time"
 
 	"github.com/reqlock/reqlock/core"
-	"github.com/reqlock/reqlock/lockstore"
 )
 
 // memData is the data of an in-memory store that is a core.Sharer, a
-// core.MultiAcquirer, a core.Queuer and a lockstore.Inspector, kept by a
+// core.MultiAcquirer, a core.Queuer and a core.Inspector, kept by a
 // mutex, maps and time.Now: the model the Holds and Inspect properties are
 // shown against. Each memStore on one memData is a
 // client of one store, as another process would have.
@@ -105,6 +104,7 @@ const (
 	bugListAnyCursor       // a cursor it did not hand out starts the listing over
 	bugInspectTTLAsked     // Inspect reports the TTL asked for, not the TTL left
 	bugInspectOldFence     // Extend does not record the holder's new fence
+	bugInspectKeyFence     // failed fenced attempts draw fences, and Inspect reports the key's last fence as the holder's
 	bugInspectShareMissing // Inspect leaves out the last share
 	bugInspectNoWriter     // Inspect does not report the waiting writer
 	bugInspectWaitersLIFO  // Inspect lists the waiters tail first
@@ -128,10 +128,10 @@ type memStore struct {
 }
 
 var (
-	_ core.Sharer         = (*memStore)(nil)
-	_ core.MultiAcquirer  = (*memStore)(nil)
-	_ core.Queuer         = (*memStore)(nil)
-	_ lockstore.Inspector = (*memStore)(nil)
+	_ core.Sharer        = (*memStore)(nil)
+	_ core.MultiAcquirer = (*memStore)(nil)
+	_ core.Queuer        = (*memStore)(nil)
+	_ core.Inspector     = (*memStore)(nil)
 )
 
 // lock takes the store's mutex, or fails with ctx.
@@ -241,6 +241,9 @@ func (m *memStore) TryAcquire(ctx context.Context, key, token string, ttl time.D
 	now := time.Now()
 	k := m.get(key, now)
 	if !m.free(k) && k.token != token {
+		if m.bug == bugInspectKeyFence {
+			m.fence(key, fenced) // a failed attempt draws too, as ZooKeeper's zxids rise
+		}
 		return false, 0, nil
 	}
 	return true, m.take(key, token, ttl, fenced, now), nil
@@ -662,11 +665,11 @@ func cursor(key string) string {
 }
 
 func (m *memStore) List(ctx context.Context, prefix, cur string, limit int) ([]string, string, error) {
-	if limit < 1 || limit > lockstore.MaxListLimit {
+	if limit < 1 || limit > core.MaxListLimit {
 		if m.bug != bugListBadLimit {
-			return nil, "", fmt.Errorf("memstore: %w: list limit %d: want 1..%d", lockstore.ErrInvalidOption, limit, lockstore.MaxListLimit)
+			return nil, "", fmt.Errorf("memstore: %w: list limit %d: want 1..%d", core.ErrInvalidOption, limit, core.MaxListLimit)
 		}
-		limit = min(max(limit, 1), lockstore.MaxListLimit)
+		limit = min(max(limit, 1), core.MaxListLimit)
 	}
 	after, started := "", false
 	if cur != "" {
@@ -674,7 +677,7 @@ func (m *memStore) List(ctx context.Context, prefix, cur string, limit int) ([]s
 		switch {
 		case (err != nil || !strings.HasPrefix(cur, "m")) && m.bug == bugListAnyCursor:
 		case err != nil || !strings.HasPrefix(cur, "m"):
-			return nil, "", fmt.Errorf("memstore: %w: list cursor %q was not handed out by List", lockstore.ErrInvalidOption, cur)
+			return nil, "", fmt.Errorf("memstore: %w: list cursor %q was not handed out by List", core.ErrInvalidOption, cur)
 		default:
 			after, started = string(b), true
 		}
@@ -685,7 +688,7 @@ func (m *memStore) List(ctx context.Context, prefix, cur string, limit int) ([]s
 	defer m.unlock()
 	now := time.Now()
 	if started && m.bug == bugListCursorNeedsKey && !held(m.get(after, now)) {
-		return nil, "", fmt.Errorf("memstore: %w: list cursor %q: its key is gone", lockstore.ErrInvalidOption, cur)
+		return nil, "", fmt.Errorf("memstore: %w: list cursor %q: its key is gone", core.ErrInvalidOption, cur)
 	}
 	match := func(key string) bool { return strings.HasPrefix(key, prefix) }
 	if m.bug == bugListGlob {
@@ -744,13 +747,13 @@ func (m *memStore) List(ctx context.Context, prefix, cur string, limit int) ([]s
 	return page, cursor(page[limit-1]), nil
 }
 
-func (m *memStore) Inspect(ctx context.Context, key string) (lockstore.KeyState, error) {
+func (m *memStore) Inspect(ctx context.Context, key string) (core.KeyState, error) {
 	if err := m.lock(ctx); err != nil {
-		return lockstore.KeyState{}, err
+		return core.KeyState{}, err
 	}
 	defer m.unlock()
 	now := time.Now()
-	st := lockstore.KeyState{Key: key, Fence: m.d.fences[key]}
+	st := core.KeyState{Key: key, Fence: m.d.fences[key]}
 	if k := m.get(key, now); k != nil {
 		if m.bug == bugInspectExtends {
 			if k.token != "" {
@@ -767,13 +770,17 @@ func (m *memStore) Inspect(ctx context.Context, key string) (lockstore.KeyState,
 			return exp.Sub(now)
 		}
 		if k.token != "" || m.bug == bugInspectEmptyHolder && len(k.shares) == 0 {
-			st.Holders = append(st.Holders, lockstore.HolderState{Token: k.token, Exclusive: true, TTL: left(k.exp, k.ttl), Fence: k.fence})
+			h := core.HolderState{Token: k.token, Exclusive: true, TTL: left(k.exp, k.ttl), Fence: k.fence}
+			if m.bug == bugInspectKeyFence {
+				h.Fence = m.d.fences[key]
+			}
+			st.Holders = append(st.Holders, h)
 		}
 		for tok, sh := range k.shares {
-			st.Holders = append(st.Holders, lockstore.HolderState{Token: tok, Hold: core.Hold{N: k.n}, Slot: sh.slot, TTL: left(sh.exp, sh.ttl), Fence: sh.fence})
+			st.Holders = append(st.Holders, core.HolderState{Token: tok, Hold: core.Hold{N: k.n}, Slot: sh.slot, TTL: left(sh.exp, sh.ttl), Fence: sh.fence})
 		}
 		if len(k.shares) > 0 {
-			slices.SortFunc(st.Holders, func(a, b lockstore.HolderState) int {
+			slices.SortFunc(st.Holders, func(a, b core.HolderState) int {
 				if a.Slot != b.Slot {
 					return a.Slot - b.Slot
 				}
@@ -792,14 +799,14 @@ func (m *memStore) Inspect(ctx context.Context, key string) (lockstore.KeyState,
 	if q := m.d.queues[key]; q != nil {
 		for _, tok := range q.order {
 			if e, ok := q.entries[tok]; ok && now.Before(e.deadline) {
-				st.Waiters = append(st.Waiters, lockstore.WaiterState{Token: tok, TTL: e.ttl, Patience: e.deadline.Sub(now)})
+				st.Waiters = append(st.Waiters, core.WaiterState{Token: tok, TTL: e.ttl, Patience: e.deadline.Sub(now)})
 			}
 		}
 		if m.bug == bugInspectWaitersLIFO {
 			slices.Reverse(st.Waiters)
 		}
 		if m.bug == bugInspectWaiterHolds && len(st.Waiters) > 0 {
-			st.Holders = append(st.Holders, lockstore.HolderState{Token: st.Waiters[0].Token, Exclusive: true, TTL: st.Waiters[0].TTL})
+			st.Holders = append(st.Holders, core.HolderState{Token: st.Waiters[0].Token, Exclusive: true, TTL: st.Waiters[0].TTL})
 		}
 	}
 	return st, nil
