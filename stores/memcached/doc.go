@@ -176,8 +176,9 @@
 //     counter, one of the share items of a list of shares (to keep the live
 //     ones), and, with WithServers, a meta get (`mg <key> t v`, memcached
 //     1.6) on a connection of its own for each holder item's TTL left: the
-//     item's TTL on memcached's clock, which includes the two seconds the
-//     store adds to every TTL. The key's fence is its counter's value; a
+//     item's TTL on memcached's clock less the two seconds the store adds
+//     to every TTL (0 in those two seconds, or without WithServers). The
+//     key's fence is its counter's value; a
 //     holder's own fence is unknown (0). There is no fair queue: no waiters.
 //
 // # Limits

@@ -46,32 +46,34 @@ const maxReplyLine = 4096
 
 // List is part of lockstore.Inspector. memcached cannot enumerate keys
 // through gomemcache: List asks each server of WithServers for
-// `lru_crawler metadump all` on a connection of its own (memcached ≥
-// 1.4.31, its LRU crawler on, as it is by default: the dump runs in the
-// server's crawler thread and does not hold up other requests), keeps the
-// keys that begin with prefix and sort after the cursor (memcached sends
-// them URL-encoded, in no order), the limit smallest of them, and checks
-// that each is a held lock (one gets of them, and one of the share items
-// of those that list shares): share items, waiter records and fence
-// counters (marked by their flags), released and expired items, and lists
-// whose shares all expired are left out. Keys come in byte order; the
-// cursor is the last key the page considered (base64url), so a page may
-// hold fewer keys than limit.
+// `lru_crawler metadump hash` on a connection of its own (memcached 1.6.9
+// or later, its LRU crawler on, as it is by default: the dump walks the
+// server's hash table in its crawler thread and does not hold up other
+// requests), keeps the keys that begin with prefix and sort after the
+// cursor (memcached sends them URL-encoded, in no order), the limit
+// smallest of them, and checks that each is a held lock (one gets of them,
+// and one of the share items of those that list shares): share items,
+// waiter records and fence counters (marked by their flags), released and
+// expired items, and lists whose shares all expired are left out. Keys
+// come in byte order; the cursor is the last key the page considered
+// (base64url), so a page may hold fewer keys than limit.
 //
 // Each page dumps every item of every server again: a listing is O(items
 // in memcached) per page, which suits an operator's tool, not a request
-// path. The crawler walks memcached's LRUs while they change: an item
-// moved between two of them during a dump may be missed by it. A key that
-// memcached could not take as it is (see Keys in the package
-// documentation) is listed by its item key, "reqlock-sha256:" and a hex
-// SHA-256, when prefix is a prefix of that; Inspect takes that key.
+// path. A memcached older than 1.6.9 (from 1.4.31) is asked for
+// `lru_crawler metadump all`, a walk of its LRUs while they change, which
+// misses an item that memcached moves from one LRU to another during the
+// walk (an item read recently, for one). A key that memcached could not
+// take as it is (see Keys in the package documentation) is listed by its
+// item key, "reqlock-sha256:" and a hex SHA-256, when prefix is a prefix
+// of that; Inspect takes that key.
 //
 // A limit outside 1..MaxListLimit, a cursor that does not decode to a key
 // under prefix, or a Store built without WithServers is an error wrapping
 // lockstore.ErrInvalidOption. A server that answers the dump with an
-// error (an old memcached, the crawler turned off) fails the listing with
-// an error that quotes the server's answer; one that is busy with another
-// crawl is asked again until ctx ends.
+// error (the crawler turned off, a memcached older than 1.4.31) fails the
+// listing with an error that quotes the server's answer; one that is busy
+// with another crawl is asked again until ctx ends.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	if limit < 1 || limit > lockstore.MaxListLimit {
 		return nil, "", fmt.Errorf("memcachedstore: list %s: %w: the limit %d is not within 1..%d", prefix, lockstore.ErrInvalidOption, limit, lockstore.MaxListLimit)
@@ -227,10 +229,12 @@ func hashedItemKey(k string) bool {
 // meta get (`mg <key> t v`) on a connection of its own to the item's
 // server asks for the TTL left of each holder's item (the lock's item, or
 // the share item), one exchange per server. The TTL is memcached's, whole
-// seconds by the server's clock, and includes the two seconds the store
-// adds to every TTL (see TTL resolution in the package documentation): up
-// to three seconds more than the holder's own TTL left. It is 0 without
-// WithServers, or when the item changed between the reads.
+// seconds by the server's clock, less the two seconds the store adds to
+// every TTL (see TTL resolution in the package documentation): what is
+// left of the TTL the holder asked for, to within a second (a TTL that was
+// not whole seconds was rounded up); memcached holds the item up to two
+// seconds longer. It is 0 without WithServers, when the item changed
+// between the reads, or in those last two seconds.
 //
 // Fence is the value of the key's fence counter, the last fence drawn for
 // it (0 if none lives); a holder's own Fence is 0: the counter does not
@@ -305,7 +309,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (lockstore.KeyState, er
 	}
 	for i := range st.Holders {
 		if t, ok := ttls[holderItems[i]]; ok && t.value == st.Holders[i].Token {
-			st.Holders[i].TTL = t.ttl
+			st.Holders[i].TTL = max(t.ttl-expirationMargin*time.Second, 0)
 		}
 	}
 	return st, nil
@@ -543,8 +547,13 @@ func (s *Store) exchange(ctx context.Context, addr string, f func(rw *bufio.Read
 	stop := context.AfterFunc(ctx, ic.cutOff) // a cancel cuts the exchange
 	defer stop()
 	err = f(bufio.NewReadWriter(bufio.NewReaderSize(ic, maxReplyLine), bufio.NewWriter(ic)))
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			return context.DeadlineExceeded // the connection's deadline, ctx's, came first
+		}
 	}
 	return err
 }

@@ -83,6 +83,9 @@ func (s *Store) timeout() time.Duration {
 	return memcache.DefaultTimeout
 }
 
+// expirationMargin is what expiration adds to a TTL, in seconds.
+const expirationMargin = 2
+
 // expiration returns memcached's expiration for ttl: whole seconds, rounded
 // up, plus two. memcached's clock is whole seconds, updated by a timer about
 // once a second, so it lags real time by up to about two seconds, more when
@@ -92,7 +95,7 @@ func expiration(ttl time.Duration) (int32, error) {
 	if ttl <= 0 {
 		return 0, fmt.Errorf("memcachedstore: TTL %v: a TTL must be positive", ttl)
 	}
-	secs := (ttl+time.Second-1)/time.Second + 2
+	secs := (ttl+time.Second-1)/time.Second + expirationMargin
 	if secs > maxExpiration {
 		return 0, fmt.Errorf("memcachedstore: TTL %v: memcached takes TTLs of up to 30 days", ttl)
 	}

@@ -389,3 +389,50 @@ func TestInspectTellsHoldersWaitersWriter(t *testing.T) {
 		checkTTL(t, "patience of "+w.Token, w.Patience, 30*time.Second)
 	}
 }
+
+// Inspect reports only the live shares and waiters, with the TTL and
+// patience they have left (not what they asked for), on a state written
+// by hand around the server's clock: a share and a waiter expired a second
+// ago, a share and a waiter that live 5 s more.
+func TestInspectLiveOnlyWithTimeLeft(t *testing.T) {
+	leakCheck(t)
+	ctx := context.Background()
+	c := shared.Client(t)
+	s := redisstore.New(c)
+	defer s.Close()
+	key := lockKey("crafted:", uniq(t))
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := now.UnixMilli()
+	_, err = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, key, "reqlock:shares:2", 10*time.Second)
+		p.ZAdd(ctx, key+":shares", redis.Z{Score: float64(ms - 1000), Member: "expired"}, redis.Z{Score: float64(ms + 5000), Member: "live"})
+		p.HSet(ctx, key+":slots", "expired", "0 3", "live", "1 7")
+		p.ZAdd(ctx, key+":queue", redis.Z{Score: 1, Member: "dead"}, redis.Z{Score: 2, Member: "alive"})
+		p.HSet(ctx, key+":waiters", "dead", fmt.Sprintf("%d 10000 0 60000", ms-1000), "alive", fmt.Sprintf("%d 20000 1 60000", ms+5000))
+		for _, k := range []string{key + ":shares", key + ":slots", key + ":queue", key + ":waiters"} {
+			p.Expire(ctx, k, 10*time.Second)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Inspect(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Holders) != 1 || len(st.Waiters) != 1 {
+		t.Fatalf("Inspect = %+v; want the live share and the live waiter only", st)
+	}
+	if h := st.Holders[0]; h.Token != "live" || h.Slot != 1 || h.Fence != 7 || h.Hold != permits2 || h.Exclusive {
+		t.Fatalf("share = %+v", h)
+	}
+	checkTTL(t, "share", st.Holders[0].TTL, 5*time.Second)
+	if w := st.Waiters[0]; w.Token != "alive" || w.TTL != 20*time.Second {
+		t.Fatalf("waiter = %+v", w)
+	}
+	checkTTL(t, "patience", st.Waiters[0].Patience, 5*time.Second)
+}
