@@ -25,7 +25,9 @@ func list(ctx context.Context, c *conn, prefix, cursor string, limit, max int) (
 	seen := map[string]bool{}
 	var out listing
 	for {
-		names, next, err := c.locker.List(ctx, prefix, cursor, limit)
+		callCtx, cancel := c.bound(ctx)
+		names, next, err := c.locker.List(callCtx, prefix, cursor, limit)
+		cancel()
 		if err != nil {
 			return out, storeErr(c, err)
 		}
@@ -50,7 +52,9 @@ func list(ctx context.Context, c *conn, prefix, cursor string, limit, max int) (
 func inspectAll(ctx context.Context, c *conn, names []string) ([]core.LockState, error) {
 	var locks []core.LockState
 	for _, n := range names {
-		st, err := c.locker.Inspect(ctx, n)
+		callCtx, cancel := c.bound(ctx)
+		st, err := c.locker.Inspect(callCtx, n)
+		cancel()
 		if err != nil {
 			return locks, storeErr(c, err)
 		}
@@ -184,7 +188,9 @@ waiters of the fair queue, head first. A free lock is no error.`,
 				return err
 			}
 			defer c.Close()
-			st, err := c.locker.Inspect(cmd.Context(), argv[0])
+			ctx, cancel := c.bound(cmd.Context())
+			defer cancel()
+			st, err := c.locker.Inspect(ctx, argv[0])
 			if err != nil {
 				return storeErr(c, err)
 			}

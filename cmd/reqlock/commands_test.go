@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/redistest"
 	"github.com/reqlock/reqlock/internal/testmain"
 )
 
@@ -391,5 +394,41 @@ func commandsOn(t *testing.T, url string, store core.Store) {
 	}
 	if recs[0].Holder.Identity == nil || recs[0].Holder.Identity.RequestID != "read-1" {
 		t.Errorf("audit record 0: holder %+v, want the identity of read-1", recs[0].Holder)
+	}
+}
+
+// TestReleaseWhenTheStoreStalls: a store that stops answering after the
+// question fails the release within --timeout; the attempt is recorded
+// with its error, and the lock stays held.
+func TestReleaseWhenTheStoreStalls(t *testing.T) {
+	srv := redisServer(t)
+	testmain.LeakCheck(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	client := redis.NewClient(srv.Options())
+	defer client.Close()
+	store := redisStore(t, client)
+	l := core.NewWithStore(store, core.WithTTL(30*time.Second))
+	defer l.Close()
+	ctx := context.Background()
+	name := uniq(t) + "stall"
+	lease, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	audit := filepath.Join(t.TempDir(), "audit.log")
+	stdin := &readerFunc{r: strings.NewReader("y\n"), before: proxy.Blackhole}
+	r := reqlock(t, stdin, nil, "release", "--force", name, "--store", "redis://"+proxy.Addr(), "--timeout", "2s", "--audit-log", audit)
+	proxy.Restore()
+	if r.code != exitError || !strings.Contains(r.stderr, "timeout of 2s") {
+		t.Errorf("release --force with the store stalled: want exit 1, the timeout\n%v", r)
+	}
+	data, err := os.ReadFile(audit)
+	var rec auditJSON
+	if err != nil || json.Unmarshal(data, &rec) != nil || rec.Released || rec.Error == "" || rec.Token != lease.Token() {
+		t.Errorf("the audit record of a release that failed: %s (%v), want released false with the error", data, err)
+	}
+	if st, err := l.Inspect(ctx, name); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != lease.Token() {
+		t.Errorf("after a release that failed, %s: %+v %v, want held by %s", name, st.Holders, err, lease.Token())
 	}
 }

@@ -123,7 +123,9 @@ held the lock), 2 bad command line.`,
 				return err
 			}
 			defer c.Close()
-			st, err := c.locker.Inspect(ctx, name)
+			inspectCtx, cancel := c.bound(ctx)
+			st, err := c.locker.Inspect(inspectCtx, name)
+			cancel()
 			if err != nil {
 				return storeErr(c, err)
 			}
@@ -153,7 +155,9 @@ held the lock), 2 bad command line.`,
 				return err
 			}
 			defer logf.Close()
-			released, relErr := c.locker.ForceRelease(ctx, name, h.Token)
+			releaseCtx, cancel := c.bound(ctx)
+			released, relErr := c.locker.ForceRelease(releaseCtx, name, h.Token)
+			cancel()
 			doc := holderDoc(h)
 			rec := auditJSON{Time: a.now().UTC(), Operator: a.operator(), Store: c.where, Name: name, Key: st.Key,
 				Token: h.Token, Holder: &doc, Reason: reason, Released: released && relErr == nil}

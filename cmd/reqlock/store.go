@@ -488,7 +488,17 @@ type conn struct {
 	locker  *core.Locker
 	store   core.Store
 	where   string
+	timeout time.Duration // bounds each call (--timeout)
 	closers []func()
+}
+
+// bound returns ctx bounded by the conn's timeout, for one call of the
+// Locker: List and Inspect are bounded by their context only.
+func (c *conn) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.timeout)
 }
 
 // Close closes what open opened, last first.
@@ -502,7 +512,7 @@ func (c *conn) Close() {
 // open connects to the store s names and checks, within timeout, that it
 // answers. The error names the store.
 func open(ctx context.Context, s *storeSpec, timeout time.Duration) (_ *conn, err error) {
-	c := &conn{where: string(s.kind) + " at " + strings.Join(s.hosts, ",")}
+	c := &conn{where: string(s.kind) + " at " + strings.Join(s.hosts, ","), timeout: timeout}
 	if s.kind == kindMySQL || s.kind == kindPostgres {
 		c.where = s.where
 	}
@@ -603,7 +613,7 @@ func open(ctx context.Context, s *storeSpec, timeout time.Duration) (_ *conn, er
 	default:
 		return nil, fmt.Errorf("%w: no store of kind %q", errBadStore, s.kind)
 	}
-	c.locker = core.NewWithStore(c.store, core.WithPrefix(s.prefix))
+	c.locker = core.NewWithStore(c.store, core.WithPrefix(s.prefix), core.WithIOTimeout(timeout))
 	if err := c.locker.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errBadStore, err)
 	}
