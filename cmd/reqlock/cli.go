@@ -203,7 +203,7 @@ func (a *app) connect(ctx context.Context) (*conn, error) {
 
 // storeErr names the store in core.ErrNoInspector's error.
 func storeErr(c *conn, err error) error {
-	if errors.Is(err, core.ErrNoInspector) {
+	if err != nil && errors.Is(err, core.ErrNoInspector) {
 		return fmt.Errorf("%w: %s", err, c.where)
 	}
 	return err

@@ -53,10 +53,10 @@ func inspectAll(ctx context.Context, c *conn, names []string) ([]core.LockState,
 	var locks []core.LockState
 	for _, n := range names {
 		callCtx, cancel := c.bound(ctx)
-		st, err := c.locker.Inspect(callCtx, n)
+		st, err := c.inspect(callCtx, n)
 		cancel()
 		if err != nil {
-			return locks, storeErr(c, err)
+			return locks, err
 		}
 		if st.Held() {
 			locks = append(locks, st)
@@ -190,9 +190,9 @@ waiters of the fair queue, head first. A free lock is no error.`,
 			defer c.Close()
 			ctx, cancel := c.bound(cmd.Context())
 			defer cancel()
-			st, err := c.locker.Inspect(ctx, argv[0])
+			st, err := c.inspect(ctx, argv[0])
 			if err != nil {
-				return storeErr(c, err)
+				return err
 			}
 			if a.g.json {
 				return writeJSON(a.stdout, lockDoc(st))

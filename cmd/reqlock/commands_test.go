@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -373,10 +375,31 @@ func commandsOn(t *testing.T, url string, store core.Store) {
 		t.Errorf("release --force of a free lock: want exit 1, not held\n%v", r)
 	}
 
+	// A name too long to be kept verbatim is listed in its hashed form,
+	// and shown and released in it.
+	long := p + strings.Repeat("x", core.MaxNameLen)
+	sum := sha256.Sum256([]byte(long))
+	hashed := "sha256:" + hex.EncodeToString(sum[:])
+	longLease := f.acquire(ctx, f.locker, long, core.RequestID("long-1"))
+	if r := f.cmd("", "ls", "sha256:"); r.code != 0 || !slices.Contains(strings.Fields(r.stdout), hashed) {
+		t.Errorf("ls sha256: does not list %s\n%v", hashed, r)
+	}
+	r = f.cmd("", "show", hashed, "--json")
+	doc = lockJSON{}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Holders) != 1 || doc.Holders[0].Token != longLease.Token() {
+		t.Errorf("show %s: want its holder %s\n%v", hashed, longLease.Token(), r)
+	}
+	if r := f.cmd("", "release", "--force", "--yes", hashed, "--audit-log", f.audit, "--reason", "long"); r.code != 0 {
+		t.Errorf("release --force %s:\n%v", hashed, r)
+	}
+	if st := f.state(long); st.Held() {
+		t.Errorf("after release --force %s, %s is held by %+v", hashed, long, st.Holders)
+	}
+
 	// The audit log: one line per forced release that reached the store.
 	recs := f.auditLines()
-	if len(recs) != 3 {
-		t.Fatalf("the audit log has %d records, want 3: %+v", len(recs), recs)
+	if len(recs) != 4 {
+		t.Fatalf("the audit log has %d records, want 4: %+v", len(recs), recs)
 	}
 	for i, w := range []struct {
 		name, token, reason string
@@ -385,6 +408,7 @@ func commandsOn(t *testing.T, url string, store core.Store) {
 		{stock, shareA.Token(), "share test", true},
 		{order, held.Token(), "race", false},
 		{order, next.Token(), "stuck", true},
+		{hashed, longLease.Token(), "long", true},
 	} {
 		rec := recs[i]
 		if rec.Name != w.name || rec.Token != w.token || rec.Reason != w.reason || rec.Released != w.released ||

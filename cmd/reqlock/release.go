@@ -124,10 +124,10 @@ held the lock), 2 bad command line.`,
 			}
 			defer c.Close()
 			inspectCtx, cancel := c.bound(ctx)
-			st, err := c.locker.Inspect(inspectCtx, name)
+			st, err := c.inspect(inspectCtx, name)
 			cancel()
 			if err != nil {
-				return storeErr(c, err)
+				return err
 			}
 			if !st.Held() {
 				return fmt.Errorf("%w: %s is not held", errNotReleased, clean(name))
@@ -156,7 +156,7 @@ held the lock), 2 bad command line.`,
 			}
 			defer logf.Close()
 			releaseCtx, cancel := c.bound(ctx)
-			released, relErr := c.locker.ForceRelease(releaseCtx, name, h.Token)
+			released, relErr := c.forceRelease(releaseCtx, name, h.Token)
 			cancel()
 			doc := holderDoc(h)
 			rec := auditJSON{Time: a.now().UTC(), Operator: a.operator(), Store: c.where, Name: name, Key: st.Key,
@@ -176,7 +176,7 @@ held the lock), 2 bad command line.`,
 				return fmt.Errorf("reqlock: the audit log %s: %w", auditLog, err)
 			}
 			if relErr != nil {
-				return storeErr(c, relErr)
+				return relErr
 			}
 			if a.g.json {
 				if err := writeJSON(a.stdout, releaseJSON{Name: name, Key: st.Key, Token: h.Token, Holder: doc,

@@ -488,6 +488,7 @@ type conn struct {
 	locker  *core.Locker
 	store   core.Store
 	where   string
+	prefix  string        // core's prefix (--prefix)
 	timeout time.Duration // bounds each call (--timeout)
 	closers []func()
 }
@@ -512,7 +513,7 @@ func (c *conn) Close() {
 // open connects to the store s names and checks, within timeout, that it
 // answers. The error names the store.
 func open(ctx context.Context, s *storeSpec, timeout time.Duration) (_ *conn, err error) {
-	c := &conn{where: string(s.kind) + " at " + strings.Join(s.hosts, ","), timeout: timeout}
+	c := &conn{where: string(s.kind) + " at " + strings.Join(s.hosts, ","), prefix: s.prefix, timeout: timeout}
 	if s.kind == kindMySQL || s.kind == kindPostgres {
 		c.where = s.where
 	}
