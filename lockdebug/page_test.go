@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,7 +85,7 @@ func TestLeasesAndWaitersOfALocker(t *testing.T) {
 	l := newLocker(t, core.WithFencing(), core.WithTTL(20*time.Second), core.WithObservers(page))
 	name := uniq(t)
 	ctx := context.Background()
-	lease, err := l.Acquire(ctx, name, core.Route("/orders/:id"))
+	lease, err := l.Acquire(ctx, name, core.Route("/orders/:id"), core.RequestID("req-7f3a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,14 +107,16 @@ func TestLeasesAndWaitersOfALocker(t *testing.T) {
 		got.ValidMS <= 0 || got.ValidMS > 20000 || got.Fence != lease.Fence() || got.Fence == 0 || got.HeldMS < 0 {
 		t.Errorf("lease: %+v, want %s %s /orders/:id exclusive, TTL 20 s, fence %d", got, name, key, lease.Fence())
 	}
-	if got.Holder == nil && got.Token != lease.Token() {
-		t.Errorf("lease: token %q holder %+v, want the lease's token %q or its holder", got.Token, got.Holder, lease.Token())
+	host, _ := os.Hostname()
+	if h := got.Holder; h == nil || got.Token != "" || h.Host != host || h.PID != os.Getpid() || h.Route != "/orders/:id" || h.RequestID != "req-7f3a" ||
+		h.Text != fmt.Sprintf("%s pid %d request req-7f3a", host, os.Getpid()) {
+		t.Errorf("lease: token %q, holder %+v; want this process with request req-7f3a", got.Token, got.Holder)
 	}
 	if w := s.Waiting.Waiters; len(w) != 1 || w[0].Name != name || w[0].Route != "/orders/:id/pay" || w[0].Mode != "exclusive" {
 		t.Errorf("waiters: %+v", w)
 	}
 	html := get(t, page, http.MethodGet, "/debug/reqlock/").Body.String()
-	for _, want := range []string{name, "/orders/:id/pay", "Held leases"} {
+	for _, want := range []string{name, "/orders/:id/pay", "Held leases", got.Holder.Text} {
 		if !strings.Contains(html, want) {
 			t.Errorf("the HTML page lacks %q:\n%s", want, html)
 		}
@@ -143,7 +146,7 @@ func TestRedactedByDefault(t *testing.T) {
 	l := newLocker(t, core.WithObservers(page))
 	name := "secret-" + uniq(t)
 	ctx := context.Background()
-	lease, err := l.Acquire(ctx, name, core.Route("/orders/:id"))
+	lease, err := l.Acquire(ctx, name, core.Route("/orders/:id"), core.RequestID("req-secret-7f3a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +175,7 @@ func TestRedactedByDefault(t *testing.T) {
 	}
 	secret := strings.TrimPrefix(name, "secret-")
 	for what, body := range map[string]string{"JSON": raw, "HTML": html} {
-		for _, leak := range []string{secret, lease.Token()[:16]} {
+		for _, leak := range []string{secret, lease.Token()[:16], "req-secret", fmt.Sprint("pid ", os.Getpid()), `"holder":`} {
 			if strings.Contains(body, leak) {
 				t.Errorf("the %s shows %q without WithNames:\n%s", what, leak, body)
 			}
@@ -180,6 +183,24 @@ func TestRedactedByDefault(t *testing.T) {
 		if !strings.Contains(body, "/orders/:id/pay") {
 			t.Errorf("the %s lacks the route:\n%s", what, body)
 		}
+	}
+}
+
+// TestTokenWithoutHolder: the lease of a Locker built WithoutHolder shows
+// its token, with WithNames.
+func TestTokenWithoutHolder(t *testing.T) {
+	testmain.LeakCheck(t)
+	page := lockdebug.New(lockdebug.WithNames())
+	l := newLocker(t, core.WithoutHolder(), core.WithObservers(page))
+	ctx := context.Background()
+	lease, err := l.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	s, _ := snapshot(t, page)
+	if got := s.Held.Leases; len(got) != 1 || got[0].Holder != nil || got[0].Token != lease.Token() {
+		t.Errorf("held: %+v, want the token %q and no holder", got, lease.Token())
 	}
 }
 

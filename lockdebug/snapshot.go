@@ -66,7 +66,9 @@ type Holder struct {
 	RequestID string    `json:"request_id,omitempty"`
 	Since     time.Time `json:"since"`
 	Fields    []Field   `json:"fields,omitempty"`
-	// Text is the holder on one line (core.Holder.String).
+	// Text is the holder on one line, as the page shows it: host, process,
+	// request id and fields ("api-7 pid 4242 request 7f3a… tenant=acme");
+	// the lease's route, mode and times have columns of their own.
 	Text string `json:"text"`
 }
 
