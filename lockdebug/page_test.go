@@ -526,3 +526,50 @@ func TestGuard(t *testing.T) {
 		t.Errorf("a page without a Guard shows hot names: %+v", none.Hot)
 	}
 }
+
+// TestPermitsAndShared: a lease of Permits(n) shows its slot of n, a
+// shared hold its mode, on the JSON and the HTML page.
+func TestPermitsAndShared(t *testing.T) {
+	testmain.LeakCheck(t)
+	page := lockdebug.New()
+	l := newLocker(t, core.WithObservers(page))
+	ctx := context.Background()
+	var leases []*core.Lease
+	defer func() {
+		for _, lease := range leases {
+			_ = lease.Release(ctx)
+		}
+	}()
+	for _, opt := range []core.CallOption{core.Permits(3), core.Permits(3), core.Shared()} {
+		name := uniq(t)
+		if len(leases) == 1 {
+			name = leases[0].Name() // the second permit of the same name
+		}
+		lease, err := l.Acquire(ctx, name, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, lease)
+	}
+	s, raw := snapshot(t, page)
+	modes := map[string]int{}
+	slots := map[int]bool{}
+	for _, got := range s.Held.Leases {
+		modes[got.Mode]++
+		if got.Mode == "permits" {
+			if got.Permits != 3 || got.Slot < 0 || got.Slot > 2 {
+				t.Errorf("permit: %+v", got)
+			}
+			slots[got.Slot] = true
+		}
+	}
+	if modes["permits"] != 2 || modes["shared"] != 1 || len(slots) != 2 {
+		t.Fatalf("modes %v, slots %v, want 2 permits in distinct slots and 1 shared:\n%s", modes, slots, raw)
+	}
+	html := get(t, page, http.MethodGet, "/debug/reqlock/").Body.String()
+	for _, want := range []string{fmt.Sprintf("permit %d of 3", leases[0].Slot()), fmt.Sprintf("permit %d of 3", leases[1].Slot()), "<td>shared</td>"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the HTML lacks %q:\n%s", want, html)
+		}
+	}
+}

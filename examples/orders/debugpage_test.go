@@ -73,7 +73,8 @@ func TestAdminFlag(t *testing.T) {
 // TestDebugPageInChromium opens the service's debug page in headless
 // Chromium and watches it refresh itself: a lock taken through the
 // service's Locker shows on the page by its name and holder, with a request
-// waiting for it; both are gone from the page once the lock is released.
+// waiting for it; a name made of markup shows as text; both are gone from
+// the page once the lock is released.
 // It takes a screenshot while they show, into the test's directory, and
 // into docs/debug-page.png (the README's) when REQLOCK_WRITE_SCREENSHOT=1.
 func TestDebugPageInChromium(t *testing.T) {
@@ -189,6 +190,19 @@ func TestDebugPageInChromium(t *testing.T) {
 		if err := os.WriteFile(filepath.Join("..", "..", "docs", "debug-page.png"), shot, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	// A name made of markup shows as text: the script writes textContent,
+	// never HTML.
+	markup := `order:<img id="injected" src="x"><b>bold</b>`
+	odd, err := a.store.locker.Acquire(ctx, markup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step("see a name made of markup as text",
+		until(fmt.Sprintf(`document.getElementById("held-rows").innerText.includes(%q) && document.querySelector("#injected, #held-rows b") === null`, markup)))
+	if err := odd.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 
 	if err := lease.Release(ctx); err != nil {
