@@ -131,8 +131,8 @@ func defineFlags(fs *flag.FlagSet, cfg *Config) {
 
 An orders service whose requests for one order never run at once, over
 HTTP and gRPC. With no flags and no environment, it serves
-  HTTP on %s and gRPC on %s (loopback only), the debug page of its
-  locks on http://%s/debug/reqlock/ (-admin),
+  HTTP on %s and gRPC on %s (loopback only),
+  the live debug page of its locks on http://%s/debug/reqlock/ (-admin),
 keeps its locks in an embedded Redis (miniredis) and prints curl commands
 to try it: orders (GETs share an order's lock, writes hold it alone),
 transfers between two orders (both locked at once) and a flash sale of
