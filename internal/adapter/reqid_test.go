@@ -47,7 +47,7 @@ func TestTraceID(t *testing.T) {
 		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-the-future-will-be-like", false}, // 00 is 55 long
 		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-", false},
 		{"cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01.what", false}, // a later version goes on with "-"
-		{"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", false},       // version ff is invalid
+		{"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", false},      // version ff is invalid
 		{"0g-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", false},
 		{"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", false}, // uppercase
 		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00F067AA0BA902B7-01", false},
@@ -104,18 +104,18 @@ func FuzzTraceID(f *testing.F) {
 func TestCleanRequestID(t *testing.T) {
 	long := strings.Repeat("a", MaxRequestID)
 	for in, want := range map[string]string{
-		"7f3a-42":                  "7f3a-42",
-		"  7f3a-42\t":              "7f3a-42",
-		"7f3a\r\nX-Evil: 1":        "7f3aX-Evil: 1",
-		"\x1b[31mred\x1b[0m":       "[31mred[0m",
-		"a\u202eb\u2028c\u00a0d":   "abcd", // a bidi override, a line separator, a no-break space
-		"id\xff\xfe":               "id",
-		"\x00\x01":                 "",
-		"commande-été":             "commande-été",
-		long:                       long,
-		long + "b":                 long,
+		"7f3a-42":                   "7f3a-42",
+		"  7f3a-42\t":               "7f3a-42",
+		"7f3a\r\nX-Evil: 1":         "7f3aX-Evil: 1",
+		"\x1b[31mred\x1b[0m":        "[31mred[0m",
+		"a\u202eb\u2028c\u00a0d":    "abcd", // a bidi override, a line separator, a no-break space
+		"id\xff\xfe":                "id",
+		"\x00\x01":                  "",
+		"commande-été":              "commande-été",
+		long:                        long,
+		long + "b":                  long,
 		long[:MaxRequestID-1] + "é": long[:MaxRequestID-1], // cut at a character boundary
-		"":                         "",
+		"":                          "",
 	} {
 		if got := CleanRequestID(in); got != want {
 			t.Errorf("CleanRequestID(%q) = %q, want %q", in, got, want)
