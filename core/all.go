@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -58,22 +57,25 @@ func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...CallOpt
 	if len(all) == 1 {
 		return l.Acquire(ctx, all[0].name, opts...)
 	}
-	ttl, wait, route, mode, _, err := l.resolve(ctx, opts)
+	p, err := l.resolve(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.checkMode(all[0].name, mode); err != nil {
+	if err := l.checkMode(all[0].name, p.mode); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	deadline := start.Add(wait)
+	deadline := start.Add(p.wait)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	if ma, ok := l.store.(MultiAcquirer); ok && l.atomicAll(mode) && !l.anyHeldIn(ctx, all) {
+	if ma, ok := l.store.(MultiAcquirer); ok && l.atomicAll(p.mode) && !l.anyHeldIn(ctx, all) {
 		reqs := make([]*AcquireCall, len(all))
 		for i, n := range all {
-			reqs[i] = &AcquireCall{Name: n.name, Key: n.key, Route: route, TTL: ttl, Start: start, Deadline: deadline, Attempts: 1}
+			reqs[i] = &AcquireCall{Name: n.name, Key: n.key, Route: p.route, TTL: p.ttl, Start: start, Deadline: deadline, Attempts: 1}
+		}
+		if !l.cfg.noHolder {
+			reqs[0].holder = l.holderFor(ctx, p, start) // one token for every key
 		}
 		if lease, done, err := l.acquireAtOnce(ctx, ma, reqs); done {
 			return lease, err
@@ -114,7 +116,7 @@ func (l *Locker) acquireAtOnce(ctx context.Context, ma MultiAcquirer, reqs []*Ac
 	for i, r := range reqs {
 		keys[i] = r.Key
 	}
-	token := rand.Text()
+	token := l.newToken(first)
 	sent := time.Now()
 	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
 	ok, fences, err := ma.TryAcquireAll(ioCtx, keys, token, first.TTL, l.cfg.fencing)

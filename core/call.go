@@ -21,6 +21,7 @@ type callConfig struct {
 	routeSet        bool
 	mode            Mode // Shared, Permits; ModeExclusive by default
 	permits         int  // n of Permits(n)
+	requestID       string
 	err             error
 }
 
@@ -114,41 +115,50 @@ func readCallOptions(opts []CallOption) (callConfig, error) {
 // What the call site says wins; then what code earlier in the request put on
 // the context (a middleware, a handler deep in the stack); then the route's
 // default; then the Locker's.
-func (l *Locker) resolve(ctx context.Context, opts []CallOption) (ttl, wait time.Duration, route string, mode Mode, permits int, err error) {
+func (l *Locker) resolve(ctx context.Context, opts []CallOption) (p callParams, err error) {
 	var c callConfig
 	if len(opts) > 0 { // the options escape: without any, c stays on the stack
 		if c, err = readCallOptions(opts); err != nil {
-			return 0, 0, "", 0, 0, err
+			return callParams{}, err
 		}
 	}
-	mode, permits = c.mode, c.permits
-	ttl = l.cfg.ttl
+	p.mode, p.permits, p.requestID = c.mode, c.permits, c.requestID
+	p.ttl = l.cfg.ttl
 	if v, ok := TTLFromContext(ctx); c.ttl > 0 {
-		ttl = c.ttl
+		p.ttl = c.ttl
 	} else if ok {
-		ttl = v
+		p.ttl = v
 	} else if c.routeTTL > 0 {
-		ttl = c.routeTTL
+		p.ttl = c.routeTTL
 	}
-	if ttl, err = checkTTL(ttl, "ContextWithTTL"); err != nil {
-		return 0, 0, "", 0, 0, err
+	if p.ttl, err = checkTTL(p.ttl, "ContextWithTTL"); err != nil {
+		return callParams{}, err
 	}
-	wait = l.cfg.wait
+	p.wait = l.cfg.wait
 	if v, ok := WaitFromContext(ctx); c.waitSet {
-		wait = c.wait
+		p.wait = c.wait
 	} else if ok {
 		if v < 0 {
-			return 0, 0, "", 0, 0, fmt.Errorf("%w: ContextWithWait(%v): the wait budget must not be negative", ErrInvalidOption, v)
+			return callParams{}, fmt.Errorf("%w: ContextWithWait(%v): the wait budget must not be negative", ErrInvalidOption, v)
 		}
-		wait = v
+		p.wait = v
 	} else if c.routeWaitSet {
-		wait = c.routeWait
+		p.wait = c.routeWait
 	}
-	route = c.route
+	p.route = c.route
 	if !c.routeSet {
-		route = RouteFromContext(ctx)
+		p.route = RouteFromContext(ctx)
 	}
-	return ttl, wait, route, mode, permits, nil
+	return p, nil
+}
+
+// callParams are the parameters of one Acquire, as resolve works them out.
+type callParams struct {
+	ttl, wait time.Duration
+	route     string
+	mode      Mode
+	permits   int
+	requestID string // the call's RequestID, "" if none
 }
 
 type ttlKey struct{}

@@ -137,3 +137,18 @@ func ExampleWithWatchdog() {
 	}
 	// Output: still held: true
 }
+
+// An operator reads who holds a lock from the token the store keeps: the
+// Locker writes its holder record into every token.
+func ExampleParseHolder() {
+	token := "ABCDEFGHIJKLMNOPQRSTUVWXYZ.AQAA9snQ-8JokiEFYXBpLTcLL29yZGVycy86aWQIN2YzYTljMWU"
+	h, ok := core.ParseHolder(token)
+	fmt.Println(ok)
+	fmt.Println(h)
+	_, ok = core.ParseHolder("ABCDEFGHIJKLMNOPQRSTUVWXYZ") // WithoutHolder's plain token
+	fmt.Println(ok)
+	// Output:
+	// true
+	// host api-7 pid 4242 route /orders/:id request 7f3a9c1e since 2026-11-26T12:00:00.123Z exclusive
+	// false
+}

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"sync"
 	"time"
@@ -64,7 +63,7 @@ func (l *Locker) waitInLine(ctx context.Context, req *AcquireCall) (*Lease, erro
 	// One token for the whole wait: it is the waiter's place in the queue.
 	// It is never used again after a failed call, whose clean-up the store
 	// may still be running in the background.
-	token := rand.Text()
+	token := l.newToken(req)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

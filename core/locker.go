@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -167,19 +166,22 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...CallOption) (
 	if outer := l.heldIn(ctx, key); outer != nil {
 		return reenter(outer, name, opts)
 	}
-	ttl, wait, route, mode, permits, err := l.resolve(ctx, opts)
+	p, err := l.resolve(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.checkMode(name, mode); err != nil {
+	if err := l.checkMode(name, p.mode); err != nil {
 		return nil, err
 	}
 	now := time.Now()
-	deadline := now.Add(wait)
+	deadline := now.Add(p.wait)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	req := &AcquireCall{Name: name, Key: key, Route: route, TTL: ttl, Start: now, Deadline: deadline, Mode: mode, Permits: permits}
+	req := &AcquireCall{Name: name, Key: key, Route: p.route, TTL: p.ttl, Start: now, Deadline: deadline, Mode: p.mode, Permits: p.permits}
+	if !l.cfg.noHolder {
+		req.holder = l.holderFor(ctx, p, now)
+	}
 	l.observeStart(ctx, req)
 	panicked := true
 	defer func() {
@@ -372,7 +374,7 @@ func (l *Locker) spin(ctx context.Context, req *AcquireCall) (*Lease, error) {
 		req.Attempts++
 		// A token of its own per attempt: the clean-up of a failed attempt
 		// that a store leaves to the background cannot touch a later one.
-		token := rand.Text() // 128 bits or more from crypto/rand
+		token := l.newToken(req) // 128 random bits from crypto/rand, and the holder
 		sent := time.Now()
 		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
 		ok, slot, fence, err := l.tryAcquire(ioCtx, req, token, timer == nil) // no timer: no failed attempt yet

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,6 +44,10 @@ type config struct {
 	notifyLinger     time.Duration
 	fair             bool
 	fairPatience     time.Duration
+
+	noHolder     bool                         // WithoutHolder
+	holderFields []holderField                // WithHolderField
+	requestID    func(context.Context) string // WithRequestID
 }
 
 func defaultConfig() config {

@@ -59,6 +59,7 @@ type AcquireCall struct {
 	localWait time.Duration
 	handedIn  bool
 	nexted    bool
+	holder    Holder // written into its tokens, unless WithoutHolder
 }
 
 // Request is the former name of AcquireCall.
