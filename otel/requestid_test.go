@@ -9,7 +9,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/adapter"
+	"github.com/reqlock/reqlock/internal/adaptertest"
 	lockotel "github.com/reqlock/reqlock/otel"
 )
 
@@ -39,6 +41,26 @@ func TestTraceID(t *testing.T) {
 		if got := lockotel.TraceID(ctx); got != "" {
 			t.Errorf("%s: %q, want \"\"", what, got)
 		}
+	}
+}
+
+// TestTraceIDInHolder: a Locker built WithRequestID(lockotel.TraceID)
+// records the trace id of the acquire's span as its holder's request id.
+func TestTraceIDInHolder(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil, core.WithRequestID(lockotel.TraceID))
+	tp := sdktrace.NewTracerProvider()
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
+	defer span.End()
+	lease, err := e.Locker.Acquire(ctx, uniq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	h, ok := core.ParseHolder(lease.Token())
+	if want := span.SpanContext().TraceID().String(); !ok || h.RequestID != want {
+		t.Errorf("the holder is %v (ok %v), want request id %s", h, ok, want)
 	}
 }
 

@@ -27,8 +27,10 @@ const MaxRequestID = 128
 // holder (core.Holder.RequestID) is the value of the header or metadata key
 // name when the request has one, else the trace-id of its W3C traceparent
 // header. "" reads no request id header (the traceparent is still read);
-// the default is DefaultRequestIDHeader. A name that is not an HTTP header
-// field name (RFC 9110 §5.1: a token) is invalid.
+// the default is DefaultRequestIDHeader. An id that an earlier middleware
+// put on the context (core.ContextWithRequestID) wins over both. A name
+// that is not an HTTP header field name (RFC 9110 §5.1: a token) is
+// invalid.
 func (c *Config[R]) SetRequestIDHeader(name string) {
 	if name != "" && !isToken(name) {
 		c.Invalid("WithRequestIDHeader(%q): not a valid header name", name)

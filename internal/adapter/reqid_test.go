@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"errors"
 	"regexp"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/reqlock/reqlock/core"
+	"github.com/reqlock/reqlock/internal/adaptertest"
 )
 
 // headers is a Source of request headers only, case-insensitive as
@@ -190,6 +192,47 @@ func TestRequestIDHeaderOption(t *testing.T) {
 		_, err := NewFlow("x", core.New(nil), byHeader, &c, testProtocol)
 		if !errors.Is(err, core.ErrInvalidOption) || !strings.Contains(err.Error(), "WithRequestIDHeader(") {
 			t.Errorf("%q: %v, want an ErrInvalidOption naming WithRequestIDHeader", bad, err)
+		}
+	}
+}
+
+// TestFlowRecordsRequestID: the lease a flow takes carries the request's
+// id in its holder record (core.ParseHolder), with its route: the
+// header's, else the traceparent's, else the Locker's source's; an id on
+// the context (core.ContextWithRequestID) wins over the headers; and
+// WithRequestIDHeader("") reads the traceparent only.
+func TestFlowRecordsRequestID(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	e := adaptertest.NewEnv(t, nil, core.WithRequestID(func(context.Context) string { return "from-the-locker" }))
+	def := newFlow(t, e.Locker, nil)
+	off := newFlow(t, e.Locker, func(c *Config[*req]) { c.SetRequestIDHeader("") })
+	ctxID := core.ContextWithRequestID(context.Background(), "from-the-context")
+	for _, tc := range []struct {
+		what string
+		f    *Flow[*req]
+		ctx  context.Context
+		h    headers
+		want string
+	}{
+		{"X-Request-Id", def, context.Background(), headers{"X-Request-Id": "req-1", "traceparent": validTP}, "req-1"},
+		{"traceparent", def, context.Background(), headers{"traceparent": validTP}, validID},
+		{"neither", def, context.Background(), headers{}, "from-the-locker"},
+		{"the context's", def, ctxID, headers{"X-Request-Id": "req-1", "traceparent": validTP}, "from-the-context"},
+		{"no header", off, context.Background(), headers{"X-Request-Id": "req-1", "traceparent": validTP}, validID},
+		{"no header, no traceparent", off, context.Background(), headers{"X-Request-Id": "req-1"}, "from-the-locker"},
+	} {
+		tc.h["X-Name"] = adaptertest.Uniq(t)
+		x := &req{}
+		lease, ok := tc.f.Lock(tc.ctx, x, tc.h)
+		if !ok || lease == nil {
+			t.Fatalf("%s: not locked: %+v", tc.what, x.failure)
+		}
+		h, ok := core.ParseHolder(lease.Token())
+		if !ok || h.RequestID != tc.want || h.Route != "/orders/:id" {
+			t.Errorf("%s: the holder is %v (ok %v), want request id %q on /orders/:id", tc.what, h, ok, tc.want)
+		}
+		if err := lease.Release(context.Background()); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
