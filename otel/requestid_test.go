@@ -2,6 +2,7 @@ package lockotel_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -103,4 +104,21 @@ func FuzzAdapterTraceparent(f *testing.F) {
 			t.Fatalf("%q: the adapters read trace id %q (ok %v), OpenTelemetry %q", h, ours, ok, theirs)
 		}
 	})
+}
+
+// The trace id of the request's span becomes the request id of the
+// holder of the locks a Locker takes in it.
+func ExampleTraceID() {
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid}))
+	fmt.Println(lockotel.TraceID(ctx))
+	fmt.Printf("%q\n", lockotel.TraceID(context.Background()))
+
+	// A Locker uses it where a call has no request id of its own:
+	//	locker := core.New(client, core.WithRequestID(lockotel.TraceID))
+
+	// Output:
+	// 4bf92f3577b34da6a3ce929d0e0e4736
+	// ""
 }
