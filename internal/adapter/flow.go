@@ -24,7 +24,10 @@
 // (RPCConfig.SetSharedMethods: the read methods shared) for RPC. A key
 // that yields several names (keyfunc.All, a "[*]" field) is taken with
 // core.Locker.AcquireAll; the handler finds its lease, and so its
-// Lease.Slot under WithPermits, with core.LeaseFromContext.
+// Lease.Slot under WithPermits, with core.LeaseFromContext. They re-export
+// WithRequestIDHeader (SetRequestIDHeader) too: the flow gives core the
+// request id of each request (core.RequestID) for the holder record of its
+// locks, read from that header or the W3C traceparent (RequestID).
 //
 // The RPC adapters (grpclock, connectlock, kratoslock) share more: RPC is
 // their flow, over calls (Call) that are refused with an error, and with
