@@ -90,7 +90,9 @@ func (l *Locker) inspector() (Inspector, error) {
 // A page may hold fewer names than limit before the end, and a name may
 // appear on more than one page (see Inspector.List). Names too long to be
 // kept verbatim are listed as their "sha256:" form (see Locker.Key). It
-// reads only, and never scans a whole keyspace in one call.
+// reads only, and never scans a whole keyspace in one call; ctx bounds it,
+// not the Locker's I/O timeout: a page can take a store longer than one
+// lock command (memcached dumps its items for every page).
 func (l *Locker) List(ctx context.Context, prefix, cursor string, limit int) (names []string, next string, err error) {
 	in, err := l.inspector()
 	if err != nil {
@@ -102,9 +104,7 @@ func (l *Locker) List(ctx context.Context, prefix, cursor string, limit int) (na
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, "", fmt.Errorf("%w: List: the prefix %q has a brace, which no kept name has", ErrInvalidName, prefix)
 	}
-	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-	defer cancel()
-	keys, next, err := in.List(ioCtx, l.cfg.prefix+"{"+prefix, cursor, limit)
+	keys, next, err := in.List(ctx, l.cfg.prefix+"{"+prefix, cursor, limit)
 	if err != nil {
 		return nil, "", l.inspectErr("list", prefix, err)
 	}
@@ -133,7 +133,8 @@ func (l *Locker) nameOf(key string) (string, bool) {
 
 // Inspect returns who holds name, who waits for it in its fair queue, and
 // its last fence, with each holder's identity read from its token. A free
-// name is no error: its state has no holders.
+// name is no error: its state has no holders. ctx bounds it (a store may
+// need a few round trips: etcd asks each holder's lease its TTL).
 func (l *Locker) Inspect(ctx context.Context, name string) (LockState, error) {
 	in, err := l.inspector()
 	if err != nil {
@@ -143,9 +144,7 @@ func (l *Locker) Inspect(ctx context.Context, name string) (LockState, error) {
 	if err != nil {
 		return LockState{}, err
 	}
-	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-	defer cancel()
-	ks, err := in.Inspect(ioCtx, key)
+	ks, err := in.Inspect(ctx, key)
 	if err != nil {
 		return LockState{}, l.inspectErr("inspect", name, err)
 	}
