@@ -93,7 +93,7 @@ func TestFlagHelpNamesTheEnvironment(t *testing.T) {
 func TestNoFlagsNoEnvironment(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	cfg, help := parseFlags(t, nil, noEnv)
-	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.GRPCAddr != "127.0.0.1:9090" || cfg.Store != "redis" || cfg.StoreAddr != "" || cfg.Telemetry != "auto" || cfg.Demo {
+	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.GRPCAddr != "127.0.0.1:9090" || cfg.AdminAddr != "127.0.0.1:6060" || cfg.Store != "redis" || cfg.StoreAddr != "" || cfg.Telemetry != "auto" || cfg.Demo {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	if !strings.Contains(help, "Usage: go run ./examples/orders [flags]") || !strings.Contains(help, "-store-addr") {
@@ -101,7 +101,7 @@ func TestNoFlagsNoEnvironment(t *testing.T) {
 	}
 	// Served as parsed, but on free ports of the same host: the default
 	// ports may be taken on the machine that runs the tests.
-	for _, addr := range []*string{&cfg.HTTPAddr, &cfg.GRPCAddr} {
+	for _, addr := range []*string{&cfg.HTTPAddr, &cfg.GRPCAddr, &cfg.AdminAddr} {
 		host, _, err := net.SplitHostPort(*addr)
 		if err != nil || !net.ParseIP(host).IsLoopback() {
 			t.Fatalf("default address %q is not on the loopback interface", *addr)
@@ -113,7 +113,7 @@ func TestNoFlagsNoEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.close()
-	for _, addr := range []string{a.httpAddr, a.grpcAddr} {
+	for _, addr := range []string{a.httpAddr, a.grpcAddr, a.adminAddr} {
 		if host, _, _ := net.SplitHostPort(addr); !net.ParseIP(host).IsLoopback() {
 			t.Errorf("listening on %s, not on loopback", addr)
 		}
