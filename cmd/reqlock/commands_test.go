@@ -456,3 +456,58 @@ func TestReleaseWhenTheStoreStalls(t *testing.T) {
 		t.Errorf("after a release that failed, %s: %+v %v, want held by %s", name, st.Holders, err, lease.Token())
 	}
 }
+
+// TestCommandsOnRedlock: on Redlock's independent masters (core.NewRedlock;
+// no shared holds, no fair queue) the commands see a lock held on a quorum
+// and release only the token shown, on every master.
+func TestCommandsOnRedlock(t *testing.T) {
+	ns := redlockServers(t)
+	testmain.LeakCheck(t)
+	clients := make([]redis.UniversalClient, len(ns))
+	for i, n := range ns {
+		c := redis.NewClient(n.Options())
+		defer c.Close()
+		clients[i] = c
+	}
+	l := core.NewRedlock(clients, core.WithTTL(30*time.Second))
+	defer l.Close()
+	ctx := context.Background()
+	p := uniq(t)
+	name := p + "order:7"
+	lease, err := l.Acquire(ctx, name, core.Route("/orders/:id"), core.RequestID("rl-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	url := "redlock://" + strings.Join(ns.Addrs(), ",")
+	cmd := func(stdin string, args ...string) result {
+		return reqlock(t, strings.NewReader(stdin), nil, append(args, "--store", url, "--timeout", "20s")...)
+	}
+	if r := cmd("", "ls", p); r.code != 0 || strings.TrimSpace(r.stdout) != name {
+		t.Fatalf("ls %s on Redlock: want %s\n%v", p, name, r)
+	}
+	r := cmd("", "show", name, "--json")
+	var doc lockJSON
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Holders) != 1 || doc.Holders[0].Token != lease.Token() ||
+		doc.Holders[0].Identity == nil || doc.Holders[0].Identity.RequestID != "rl-1" {
+		t.Fatalf("show %s --json on Redlock: want the holder rl-1\n%v", name, r)
+	}
+	audit := filepath.Join(t.TempDir(), "audit.log")
+	if r := cmd("n\n", "release", "--force", name, "--audit-log", audit); r.code != 1 {
+		t.Errorf("release answered n on Redlock: want exit 1\n%v", r)
+	}
+	if st, err := l.Inspect(ctx, name); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != lease.Token() {
+		t.Fatalf("after a refused release on Redlock: %+v %v", st.Holders, err)
+	}
+	if r := cmd("y\n", "release", "--force", name, "--audit-log", audit); r.code != 0 {
+		t.Fatalf("release answered y on Redlock: want exit 0\n%v", r)
+	}
+	for i, c := range clients {
+		if n, err := c.Exists(ctx, "reqlock:{"+name+"}").Result(); err != nil || n != 0 {
+			t.Errorf("master %d still has the lock's key after release --force: %d %v", i, n, err)
+		}
+	}
+	if err := lease.Release(ctx); !errors.Is(err, core.ErrNotHeld) {
+		t.Errorf("the released holder's own release: %v, want ErrNotHeld", err)
+	}
+}

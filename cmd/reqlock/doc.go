@@ -13,7 +13,7 @@
 // It reaches a store by URL (--store, or $REQLOCK_STORE, or the variables
 // of the orders example: REDIS_ADDR, ETCD_ENDPOINTS, ZOOKEEPER_SERVERS,
 // DATABASE_URL, MYSQL_DSN, MEMCACHED_SERVERS): redis://, rediss://,
-// redis-sentinel://, redis-cluster://, etcd://, zk://, postgres://,
+// redis-sentinel://, redis-cluster://, redlock://, etcd://, zk://, postgres://,
 // mysql://, memcached://. The settings that name the locks must match the
 // service's: --prefix (core.WithPrefix), --table (sqlstore.WithTable),
 // --root (zkstore.WithRoot), --etcd-prefix (etcdstore.WithPrefix).

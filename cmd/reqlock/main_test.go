@@ -99,6 +99,27 @@ func sentinelServer(t *testing.T) *redistest.Sentinel {
 	})
 }
 
+// redlockServers returns three independent masters, for Redlock.
+func redlockServers(t *testing.T) redistest.Nodes {
+	return server(t, "redlock", func() (redistest.Nodes, func(), error) {
+		var ns redistest.Nodes
+		stop := func() {
+			for _, n := range ns {
+				n.Close()
+			}
+		}
+		for range 3 {
+			n, err := redistest.Launch()
+			if err != nil {
+				stop()
+				return nil, nil, err
+			}
+			ns = append(ns, n)
+		}
+		return ns, stop, nil
+	})
+}
+
 // process returns the server of spec, named kind.
 func process(t *testing.T, kind string, spec func() servers.Spec) *servers.Process {
 	return server(t, kind, func() (*servers.Process, func(), error) {

@@ -43,6 +43,7 @@ const (
 	kindRedis     kind = "redis"
 	kindSentinel  kind = "redis-sentinel"
 	kindCluster   kind = "redis-cluster"
+	kindRedlock   kind = "redlock"
 	kindEtcd      kind = "etcd"
 	kindZooKeeper kind = "zookeeper"
 	kindPostgres  kind = "postgres"
@@ -68,6 +69,7 @@ var schemes = []scheme{
 	{"rediss-sentinel", kindSentinel, true, "26379", "rediss-sentinel://... (TLS)"},
 	{"redis-cluster", kindCluster, false, "6379", "redis-cluster://[user:pass@]host:port[,host:port...]"},
 	{"rediss-cluster", kindCluster, true, "6379", "rediss-cluster://... (TLS)"},
+	{"redlock", kindRedlock, false, "6379", "redlock://[user:pass@]host:port,host:port,host:port[/db] (core.NewRedlock's independent masters)"},
 	{"etcd", kindEtcd, false, "2379", "etcd://[user:pass@]host:port[,host:port...][?etcd_prefix=/reqlock/]"},
 	{"etcds", kindEtcd, true, "2379", "etcds://... (TLS)"},
 	{"zk", kindZooKeeper, false, "2181", "zk://host:port[,host:port...][/root]"},
@@ -128,6 +130,7 @@ type storeSpec struct {
 	redis    *redis.Options
 	failover *redis.FailoverOptions
 	cluster  *redis.ClusterOptions
+	redlock  []*redis.Options // one per master
 	etcd     clientv3.Config
 	dsn      string // SQL: the driver's data source name
 	driver   string // SQL: "pgx" or "mysql"
@@ -248,6 +251,19 @@ func parseStore(raw string, opt storeOptions, timeout time.Duration) (*storeSpec
 		redisTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, timeout)
 		o.ContextTimeoutEnabled = true
 		s.redis = o
+	case kindRedlock:
+		// One go-redis client per master, all with the URL's options.
+		for _, h := range hosts {
+			v := *u
+			v.Scheme, v.Host, v.RawQuery = "redis", h, q.Encode()
+			o, err := redis.ParseURL(v.String())
+			if err != nil {
+				return nil, bad("%v", err)
+			}
+			redisTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, timeout)
+			o.ContextTimeoutEnabled = true
+			s.redlock = append(s.redlock, o)
+		}
 	case kindSentinel:
 		master := strings.Trim(u.Path, "/")
 		if master == "" || strings.Contains(master, "/") {
@@ -548,6 +564,20 @@ func open(ctx context.Context, s *storeSpec, timeout time.Duration) (_ *conn, er
 		}
 		c.store = core.NewRedisStore(client)
 		c.closers = append(c.closers, closeStore(c.store))
+	case kindRedlock:
+		// Redlock's stores, one per master: the Inspector lists what a
+		// quorum of them holds.
+		stores := make([]core.Store, len(s.redlock))
+		for i, o := range s.redlock {
+			client := redis.NewClient(o)
+			c.closers = append(c.closers, func() { _ = client.Close() })
+			if err := client.Ping(ctx).Err(); err != nil {
+				return nil, fmt.Errorf("reqlock: %s: master %s: %w", c.where, o.Addr, err)
+			}
+			stores[i] = core.NewRedisStore(client)
+		}
+		c.store = core.NewRedlockStore(stores...)
+		c.closers = append(c.closers, closeStore(c.store)) // closes the masters' stores
 	case kindEtcd:
 		client, err := clientv3.New(s.etcd)
 		if err != nil {

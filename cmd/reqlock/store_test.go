@@ -106,6 +106,7 @@ func TestUnreachableStore(t *testing.T) {
 		{"redis://" + addr, "redis at " + addr},
 		{"redis-cluster://" + addr, "redis-cluster at " + addr},
 		{"redis-sentinel://" + addr + "/mymaster", "redis-sentinel mymaster at " + addr},
+		{"redlock://" + addr + "," + addr + "," + addr, "redlock at " + addr},
 		{"etcd://" + addr, "etcd at " + addr},
 		{"zk://" + addr, "zookeeper at " + addr},
 		{"postgres://u:secret@" + addr + "/db", "postgres://u:xxxxx@" + addr + "/db"},
@@ -173,6 +174,9 @@ func TestParseStore(t *testing.T) {
 	}
 	if s := parse("redis-cluster://a:1,b:2,c", none); strings.Join(s.cluster.Addrs, ",") != "a:1,b:2,c:6379" {
 		t.Errorf("redis-cluster: %v", s.cluster.Addrs)
+	}
+	if s := parse("redlock://u:p@a,b:2,c/1", none); len(s.redlock) != 3 || s.redlock[1].Addr != "b:2" || s.redlock[2].DB != 1 || s.redlock[0].Password != "p" {
+		t.Errorf("redlock: %v", s.redlock)
 	}
 	if s := parse("etcd://a,b:1", none); s.etcdPfx != etcdstore.DefaultPrefix || strings.Join(s.etcd.Endpoints, ",") != "a:2379,b:1" {
 		t.Errorf("etcd: %q %v", s.etcdPfx, s.etcd.Endpoints)
