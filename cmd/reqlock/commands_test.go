@@ -196,6 +196,30 @@ func commandsOn(t *testing.T, url string, store core.Store) {
 	if err := json.Unmarshal([]byte(r.stdout), &ls); r.code != 0 || err != nil || !slices.Equal(ls.Names, want) || !ls.Complete || ls.Next != "" || ls.Prefix != p {
 		t.Fatalf("ls --json: %+v (%v)\n%v", ls, err, r)
 	}
+	// Stopped by --max, a listing goes on from the cursor it printed; the
+	// two cover every name.
+	r = f.cmd("", "ls", p, "--limit", "1", "--max", "1", "--json")
+	ls = lsJSON{}
+	if err := json.Unmarshal([]byte(r.stdout), &ls); r.code != 0 || err != nil || len(ls.Names) == 0 || ls.Complete != (ls.Next == "") {
+		t.Fatalf("ls --limit 1 --max 1 --json: %+v (%v)\n%v", ls, err, r)
+	}
+	seen := slices.Clone(ls.Names)
+	t.Logf("ls --limit 1 --max 1: %d names, cursor %q", len(ls.Names), ls.Next)
+	if ls.Next != "" {
+		if !strings.Contains(r.stderr, "--cursor "+ls.Next) {
+			t.Errorf("ls stopped by --max does not say how to go on:\n%v", r)
+		}
+		r = f.cmd("", "ls", p, "--cursor", ls.Next, "--json")
+		ls = lsJSON{}
+		if err := json.Unmarshal([]byte(r.stdout), &ls); r.code != 0 || err != nil || !ls.Complete {
+			t.Fatalf("ls --cursor: %+v (%v)\n%v", ls, err, r)
+		}
+		seen = append(seen, ls.Names...)
+	}
+	slices.Sort(seen)
+	if seen = slices.Compact(seen); !slices.Equal(seen, want) {
+		t.Errorf("ls --max 1, then from its cursor: %q, want %q", seen, want)
+	}
 	if r := f.cmd("", "ls", p+"nothing"); r.code != 0 || r.stdout != "" {
 		t.Fatalf("ls of a prefix nothing holds:\n%v", r)
 	}
