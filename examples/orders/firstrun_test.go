@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/examples/orders/ordersv1"
 	"github.com/reqlock/reqlock/internal/adaptertest"
 	"github.com/reqlock/reqlock/internal/redistest"
@@ -123,6 +124,22 @@ func TestNoFlagsNoEnvironment(t *testing.T) {
 	}
 	if code, body := post(t, "http://"+a.httpAddr+"/orders/1", `{"amount_cents":1}`); code != http.StatusOK {
 		t.Errorf("create: %d %s", code, body)
+	}
+	// Its locks can be inspected on the embedded miniredis too (the reqlock
+	// command and Locker.Inspect), with the holder in the token.
+	lease, err := a.store.locker.Acquire(context.Background(), lockName("1"), core.Route("/test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.store.locker.Inspect(context.Background(), lockName("1"))
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].Token != lease.Token() || st.Holders[0].Holder.Route != "/test" {
+		t.Errorf("Inspect on the embedded miniredis = %+v, %v; want the lease's holder", st, err)
+	}
+	if names, _, err := a.store.locker.List(context.Background(), "order:", "", 10); err != nil || len(names) != 1 || names[0] != lockName("1") {
+		t.Errorf("List on the embedded miniredis = %v, %v; want [%s]", names, err, lockName("1"))
+	}
+	if err := lease.Release(context.Background()); err != nil {
+		t.Error(err)
 	}
 
 	env := map[string]string{"REDIS_ADDR": "redis.example:6379", "ETCD_ENDPOINTS": "etcd.example:2379"}

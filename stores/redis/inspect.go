@@ -161,8 +161,14 @@ func (s *Store) runRO(ctx context.Context, sc *redis.Script, keys []string, args
 }
 
 // isUnknownCommand reports the server's answer to a command it does not
-// know (or that its configuration renamed away).
+// know (or that its configuration renamed away), or to a read-only script
+// it cannot run read-only: miniredis (an embedded Redis for tests and the
+// orders example) counts the script's TIME as a write.
 func isUnknownCommand(err error) bool {
 	var reply redis.Error
-	return errors.As(err, &reply) && strings.Contains(strings.ToLower(reply.Error()), "unknown command")
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := strings.ToLower(reply.Error())
+	return strings.Contains(msg, "unknown command") || strings.Contains(msg, "not allowed in read-only scripts")
 }

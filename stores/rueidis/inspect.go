@@ -158,7 +158,9 @@ func (s *Store) runRO(ctx context.Context, keys []string) rueidis.RedisResult {
 		r = s.client.Do(ctx, s.client.B().EvalRo().Script(redisscript.Inspect).Numkeys(int64(len(keys))).Key(keys...).Build())
 	}
 	err := r.Error()
-	if reply, ok := rueidis.IsRedisErr(err); ok && strings.Contains(strings.ToLower(reply.Error()), "unknown command") {
+	// A server without EVAL_RO (before Redis 7.0), or one that cannot run
+	// the script read-only (miniredis counts its TIME as a write): EVAL.
+	if reply, ok := rueidis.IsRedisErr(err); ok && (strings.Contains(strings.ToLower(reply.Error()), "unknown command") || strings.Contains(strings.ToLower(reply.Error()), "not allowed in read-only scripts")) {
 		s.noEvalRO.Store(true)
 		return s.run(ctx, inspectScript, keys)
 	}
