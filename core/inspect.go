@@ -117,6 +117,17 @@ func (l *Locker) List(ctx context.Context, prefix, cursor string, limit int) (na
 	return names, next, nil
 }
 
+// listedKey is Key for a name as Inspect and ForceRelease take it: the
+// "sha256:" and 64 hex digits that List returns for a hashed name is its
+// key's name already (Key would hash it again, so that no name given to
+// Acquire meets a hashed one).
+func (l *Locker) listedKey(name string) (string, error) {
+	if hex, ok := strings.CutPrefix(name, hashedMark); ok && len(hex) == 64 && strings.Trim(hex, "0123456789abcdef") == "" {
+		return l.cfg.prefix + "{" + name + "}", nil
+	}
+	return l.Key(name)
+}
+
 // nameOf returns the name whose key is key: key without the Locker's
 // prefix and the braces of the hash tag.
 func (l *Locker) nameOf(key string) (string, bool) {
@@ -133,14 +144,16 @@ func (l *Locker) nameOf(key string) (string, bool) {
 
 // Inspect returns who holds name, who waits for it in its fair queue, and
 // its last fence, with each holder's identity read from its token. A free
-// name is no error: its state has no holders. ctx bounds it (a store may
+// name is no error: its state has no holders. name is a name as Acquire
+// takes it, or the "sha256:" form in which List gives a name too long to
+// be kept verbatim. ctx bounds it (a store may
 // need a few round trips: etcd asks each holder's lease its TTL).
 func (l *Locker) Inspect(ctx context.Context, name string) (LockState, error) {
 	in, err := l.inspector()
 	if err != nil {
 		return LockState{}, err
 	}
-	key, err := l.Key(name)
+	key, err := l.listedKey(name)
 	if err != nil {
 		return LockState{}, err
 	}
