@@ -133,7 +133,10 @@
 //     never a companion key (fence counter, queue, share or waiter record);
 //   - ListPrefixIsLiteral: the prefix matches only itself: characters that
 //     a SCAN MATCH pattern (* ? [ ] \) or SQL's LIKE (% _) give a meaning
-//     to, and letters of another case, are not patterns;
+//     to, and letters of another case, are not patterns, for a prefix
+//     inside a key's hash tag ("storetest:{name:") and for one before it
+//     (a Locker's prefix, its keys "prefix{name}"), beside decoy keys of
+//     the same shape;
 //   - ListPagesCoverEveryKey: with 25 keys held, following the cursor from
 //     "" until it comes back "" in pages of 1, 2, 7, 25 and
 //     core.MaxListLimit lists each of them at least once (more than
@@ -147,15 +150,22 @@
 //     then its fenced Extend, the key's fence at least that; a free key has
 //     no holder, waiter or writer, and is no error;
 //   - InspectShares: shared holds and permits(n) holds, each with its token,
-//     hold, the slot TryAcquireShare returned, its TTL left and fence, in
-//     slot order; a share released is gone and the others stay;
+//     hold, the slot TryAcquireShare returned, the TTL it has left of its
+//     own TTL (shares of one key are taken with different TTLs: not the
+//     TTL asked for, nor the key's) and its fence, in slot order; a share
+//     released is gone and the others stay;
 //   - InspectWaitingWriter: the token of a TryAcquireWaiting that failed on
 //     shares is the Writer, not a holder; it stays once the shares are gone,
 //     and goes when the writer takes the key;
 //   - InspectFairQueue: the waiters of a core.Queuer in the order they
 //     queued, head first, none of them a holder, each with the TTL it asked
-//     for; one that gave up (Dequeue) is gone; a release makes the head the
-//     holder;
+//     for and the patience it has left (not the patience it asked for); one
+//     that gave up (Dequeue) is gone; a release makes the head the holder;
+//   - InspectLeavesOutExpiredAndDead: with no call on the keys since, an
+//     exclusive holder whose TTL ran out, a share whose TTL ran out beside
+//     a live one (shared and permits(2)), and a fair-queue waiter whose
+//     patience ran out ahead of a live one are not reported: a store that
+//     drops them lazily must judge them by their expiry when it inspects;
 //   - InspectAndListAreReadOnly: a holder and a share inspected and listed
 //     again and again are free at their TTL all the same, and the TTL
 //     Inspect reports never rises; a free key inspected is neither held

@@ -35,6 +35,7 @@ var inspectProperties = []property{
 	{"InspectShares", inspectShares},
 	{"InspectWaitingWriter", inspectWaitingWriter},
 	{"InspectFairQueue", inspectFairQueue},
+	{"InspectLeavesOutExpiredAndDead", inspectLeavesOutExpiredAndDead},
 	{"InspectAndListAreReadOnly", inspectAndListAreReadOnly},
 	{"InspectAndListBesideHolds", inspectAndListBesideHolds},
 }
@@ -276,17 +277,27 @@ func (s *suite) lateEnough(st core.Store, ttl time.Duration) time.Duration {
 // 1% for clock rates allowed). 0 is a store that cannot tell.
 func (s *suite) checkTTL(st core.Store, what string, got, ttl time.Duration, start, set, sent, returned time.Time) {
 	s.t.Helper()
+	s.checkLeft("TTL", what, got, ttl, storeTTL(st, ttl), start, set, sent, returned)
+}
+
+// checkLeft fails the subtest if got, the time left (kind: "TTL" or
+// "patience") that an Inspect sent at sent and returned at returned
+// reported for what, asked for asked and kept by the store for held by a
+// call sent at start that returned at set, is more than it can have left
+// or less than it surely has left (TTL resolution and 1% for clock rates
+// allowed). 0 is a store that cannot tell.
+func (s *suite) checkLeft(kind, what string, got, asked, held time.Duration, start, set, sent, returned time.Time) {
+	s.t.Helper()
 	if got == 0 {
 		return
 	}
-	held := storeTTL(st, ttl)
 	if hi := held - sent.Sub(set) + s.res + held/100; got > hi {
-		s.t.Errorf("storetest: Inspect reported a TTL left of %v for %s, taken with TTL %v at least %v before: more than it can have left (%v at most, TTL resolution %v): the TTL asked for, not the TTL left?",
-			got, what, ttl, sent.Sub(set).Round(time.Millisecond), hi, s.res)
+		s.t.Errorf("storetest: Inspect reported a %s left of %v for %s, set with %v at least %v before: more than it can have left (%v at most, TTL resolution %v): the %s asked for, or another's, not its own %s left?",
+			kind, got, what, asked, sent.Sub(set).Round(time.Millisecond), hi, s.res, kind, kind)
 	}
 	if lo := held - returned.Sub(start) - s.res - held/100; got < lo {
-		s.t.Errorf("storetest: Inspect reported a TTL left of %v for %s, taken with TTL %v at most %v before: less than it surely has left (%v at least, TTL resolution %v)",
-			got, what, ttl, returned.Sub(start).Round(time.Millisecond), lo, s.res)
+		s.t.Errorf("storetest: Inspect reported a %s left of %v for %s, set with %v at most %v before: less than it surely has left (%v at least, TTL resolution %v)",
+			kind, got, what, asked, returned.Sub(start).Round(time.Millisecond), lo, s.res)
 	}
 }
 
@@ -455,12 +466,15 @@ func listFindsHeldKeysOnly(s *suite) {
 
 // listPrefixIsLiteral: List matches its prefix as it is: characters that
 // SCAN's MATCH patterns (* ? [ ] \) or SQL's LIKE (% _ \) give a meaning
-// to, and letters of another case, match only themselves.
+// to, and letters of another case, match only themselves. It is shown for
+// prefixes of both shapes an operator lists under: one inside a key's
+// hash tag (a Locker's key "storetest:{name}" under the name prefix
+// "name:"), and one before it (a Locker's WithPrefix, its keys
+// "prefix{name}"), each beside decoy keys of the same shape.
 func listPrefixIsLiteral(s *suite) {
 	st := s.inspectors(1)[0]
 	stem := "storetest:{" + s.lockName() + ":"
 	prefix := stem + `a*b?c[d]e%f_g\h:`
-	k := prefix + "1}"
 	decoys := map[string]string{
 		stem + `aXXbYcde%f_gh:1}`:          "a glob pattern of the prefix matches it (*, ?, [d] and \\h unescaped)",
 		stem + `a*b?c[d]eZZfQgh:1}`:        "a LIKE pattern of the prefix matches it (%, _ and \\h unescaped)",
@@ -474,6 +488,31 @@ func listPrefixIsLiteral(s *suite) {
 		"x" + prefix[1:] + "1}":            "it differs from the prefix in its first character",
 		"storetest:{" + s.lockName() + "}": "it is outside the prefix",
 	}
+	s.listsLiterally(st, prefix, prefix+"1}", decoys)
+
+	// The prefix of a Locker's keys, before their hash tag.
+	stem = "storetest:" + s.lockName() + ":"
+	prefix = stem + `a*b?c[d]e%f_g\h:`
+	decoys = map[string]string{
+		stem + `aXXbYcde%f_gh:{1}`:                        "a glob pattern of the prefix matches it (*, ?, [d] and \\h unescaped)",
+		stem + `a*b?c[d]eZZfQgh:{1}`:                      "a LIKE pattern of the prefix matches it (%, _ and \\h unescaped)",
+		strings.ToLower(prefix) + "{1}":                   "it differs from the prefix in case",
+		strings.ToUpper(prefix) + "{1}":                   "it differs from the prefix in case",
+		strings.TrimSuffix(prefix, ":") + "{1}":           "it is the prefix without its last character, then a hash tag",
+		stem + `a*b?c[d]e%f_g\\h:{1}`:                     "it has a backslash more than the prefix",
+		stem + `a*b?c[d]e%f_g\h{:1}`:                      "it has the hash tag's brace in place of the prefix's last character",
+		"storetest:{" + prefix[len("storetest:"):] + "1}": "it is the prefix with a brace more, its name inside a hash tag",
+		"{" + prefix + "1}":                               "it is the prefix inside a hash tag",
+		"x" + prefix[1:] + "{1}":                          "it differs from the prefix in its first character",
+	}
+	s.listsLiterally(st, prefix, prefix+"{1}", decoys)
+}
+
+// listsLiterally holds k, which begins with prefix, and the decoys, which
+// do not (the reason of each), lists prefix, and fails the subtest unless
+// k is listed and no decoy is.
+func (s *suite) listsLiterally(st core.Store, prefix, k string, decoys map[string]string) {
+	s.t.Helper()
 	s.acquire(st, k, token(), s.long, false)
 	for d := range decoys {
 		s.acquire(st, d, token(), s.long, false)
@@ -624,12 +663,14 @@ func inspectExclusiveHolder(s *suite) {
 type shareWant struct {
 	hold  core.Hold
 	slot  int
-	fence int64 // 0: not fenced, not checked
+	fence int64         // 0: not fenced, not checked
+	ttl   time.Duration // the TTL it was taken with
 }
 
 // checkShares fails the subtest unless ks reports the shares want (by
-// token), in slot order, each with the TTL it has left of ttl.
-func (s *suite) checkShares(st core.Store, ks core.KeyState, key, what string, want map[string]shareWant, ttl time.Duration, start, set, sent, returned time.Time) {
+// token), in slot order, each with the TTL it has left of its own TTL
+// (not the key's, which lasts as long as its longest share).
+func (s *suite) checkShares(st core.Store, ks core.KeyState, key, what string, want map[string]shareWant, start, set, sent, returned time.Time) {
 	s.t.Helper()
 	var got []string
 	for _, h := range ks.Holders {
@@ -657,7 +698,7 @@ func (s *suite) checkShares(st core.Store, ks core.KeyState, key, what string, w
 		if w.fence != 0 && ks.Fence != 0 && ks.Fence < w.fence {
 			s.t.Errorf("storetest: Inspect of %s reported the key's last fence as %d, below the %d that a share drew", key, ks.Fence, w.fence)
 		}
-		s.checkTTL(st, fmt.Sprintf("the share of %s held by %q", key, h.Token), h.TTL, ttl, start, set, sent, returned)
+		s.checkTTL(st, fmt.Sprintf("the share of %s held by %q", key, h.Token), h.TTL, w.ttl, start, set, sent, returned)
 	}
 }
 
@@ -672,45 +713,48 @@ func slots(hs []core.HolderState) []int {
 
 // inspectShares: Inspect of a key held by shares (core.Sharer) reports
 // each of them, with its token, its hold (shared, permits(n)), the slot
-// TryAcquireShare returned, the TTL it has left and the fence it drew, in
-// slot order; a share released is gone from it, and the others stay.
+// TryAcquireShare returned, the TTL it has left of its own TTL (not the TTL
+// it asked for, nor the key's: the shares are taken with different TTLs)
+// and the fence it drew, in slot order; a share released is gone from it,
+// and the others stay.
 func inspectShares(s *suite) {
 	shs := s.inspectSharers(3)
 	key, r1, r2 := s.key(), token(), token()
 	start := time.Now()
 	_, f1 := s.share(shs[0], key, r1, s.long, shared, true, "of a free key")
-	s.share(shs[1], key, r2, s.long, shared, false, "beside a shared holder")
+	s.share(shs[1], key, r2, 2*s.long, shared, false, "beside a shared holder")
 	set := time.Now()
-	sleepUntil(set.Add(s.lateEnough(shs[0], s.long)))
+	sleepUntil(set.Add(s.lateEnough(shs[0], 2*s.long)))
 	sent := time.Now()
 	ks := s.inspect(shs[2], key)
 	returned := time.Now()
-	s.checkShares(shs[0], ks, key, "held by two shared holders", map[string]shareWant{r1: {shared, 0, f1}, r2: {shared, 0, 0}}, s.long, start, set, sent, returned)
+	s.checkShares(shs[0], ks, key, "held by two shared holders", map[string]shareWant{r1: {shared, 0, f1, s.long}, r2: {shared, 0, 0, 2 * s.long}}, start, set, sent, returned)
 	s.releaseShare(shs[0], key, r1)
 	sent = time.Now()
 	ks = s.inspect(shs[2], key)
 	returned = time.Now()
-	s.checkShares(shs[0], ks, key, "after one of its two shared holders released its share", map[string]shareWant{r2: {shared, 0, 0}}, s.long, start, set, sent, returned)
+	s.checkShares(shs[0], ks, key, "after one of its two shared holders released its share", map[string]shareWant{r2: {shared, 0, 0, 2 * s.long}}, start, set, sent, returned)
 
 	pkey := s.key()
 	want := map[string]shareWant{}
 	ptoks := []string{token(), token(), token()}
+	pttls := []time.Duration{2 * s.long, s.long, 3 * s.long}
 	start = time.Now()
 	for i, p := range ptoks {
-		slot, fence := s.share(shs[i], pkey, p, s.long, permits(3), true, fmt.Sprintf("with %d of 3 permits held", i))
-		want[p] = shareWant{permits(3), slot, fence}
+		slot, fence := s.share(shs[i], pkey, p, pttls[i], permits(3), true, fmt.Sprintf("with %d of 3 permits held", i))
+		want[p] = shareWant{permits(3), slot, fence, pttls[i]}
 	}
 	set = time.Now()
 	sent = time.Now()
 	ks = s.inspect(shs[0], pkey)
 	returned = time.Now()
-	s.checkShares(shs[0], ks, pkey, "held by 3 holders of 3 permits", want, s.long, start, set, sent, returned)
+	s.checkShares(shs[0], ks, pkey, "held by 3 holders of 3 permits", want, start, set, sent, returned)
 	s.releaseShare(shs[1], pkey, ptoks[1])
 	delete(want, ptoks[1])
 	sent = time.Now()
 	ks = s.inspect(shs[0], pkey)
 	returned = time.Now()
-	s.checkShares(shs[0], ks, pkey, "after the holder of its second permit released it", want, s.long, start, set, sent, returned)
+	s.checkShares(shs[0], ks, pkey, "after the holder of its second permit released it", want, start, set, sent, returned)
 }
 
 // inspectWaitingWriter: Inspect of a key held by shares on which
@@ -757,7 +801,8 @@ func inspectWaitingWriter(s *suite) {
 
 // inspectFairQueue: Inspect of a held key with three waiters that queued
 // in order (core.Queuer) reports their tokens, head first, none of them a
-// holder, each with the TTL it asked for and the patience it has left; a
+// holder, each with the TTL it asked for and the patience it has left (not
+// the patience it asked for: it is inspected a while after it queued); a
 // waiter that gave up (Dequeue) is gone and the others keep their order;
 // once the holder released, the head holds the key and the next waits.
 func inspectFairQueue(s *suite) {
@@ -767,12 +812,17 @@ func inspectFairQueue(s *suite) {
 	ws := []string{token(), token(), token()}
 	ttls := []time.Duration{s.long, 2 * s.long, 3 * s.long}
 	patience := s.long
+	start := time.Now()
 	for i, w := range ws {
 		if s.enqueue(qs[i+1], key, w, ttls[i], patience, false).OK {
 			s.t.Fatalf("storetest: Enqueue of %s, which another token holds, took it", key)
 		}
 	}
+	set := time.Now()
+	sleepUntil(set.Add(s.lateEnough(qs[0], patience)))
+	sent := time.Now()
 	ks := s.inspect(qs[0], key)
+	returned := time.Now()
 	s.exclusiveHolder(ks, key, holder, "with three waiters in its fair queue")
 	if got := tokens(ks.Waiters); !slices.Equal(got, ws) {
 		s.t.Fatalf("storetest: Inspect of %s listed the waiters %q: want the tokens that queued, head first: %q", key, got, ws)
@@ -781,9 +831,7 @@ func inspectFairQueue(s *suite) {
 		if w.TTL != 0 && w.TTL != ttls[i] && w.TTL != storeTTL(qs[0], ttls[i]) {
 			s.t.Errorf("storetest: Inspect of %s reported the TTL %v for the waiter %q, which asked for %v: want that TTL (or 0 if the store cannot tell)", key, w.TTL, w.Token, ttls[i])
 		}
-		if w.Patience > patience+s.res {
-			s.t.Errorf("storetest: Inspect of %s reported the patience left %v for the waiter %q, which queued with a patience of %v: more than it can have left", key, w.Patience, w.Token, patience)
-		}
+		s.checkLeft("patience", fmt.Sprintf("the waiter %q of %s", w.Token, key), w.Patience, patience, storeTTL(qs[0], patience), start, set, sent, returned)
 	}
 	s.dequeue(qs[2], key, ws[1])
 	ks = s.inspect(qs[0], key)
@@ -799,6 +847,64 @@ func inspectFairQueue(s *suite) {
 		s.t.Errorf("storetest: Inspect of %s listed the waiters %q after a release granted the key to the head: want %q", key, got, want)
 	}
 	s.enqueue(qs[1], key, ws[0], ttls[0], patience, false) // the head learns its grant
+}
+
+// inspectLeavesOutExpiredAndDead: Inspect reports only what lives: not an
+// exclusive holder whose TTL ran out, nor a share whose TTL ran out beside
+// one that lives (shared, and of permits), nor a waiter of the fair queue
+// whose patience ran out (it stopped calling) ahead of one that lives. No
+// call touches those keys between their expiry and the Inspect, so that a
+// store that drops such entries lazily must judge them by their expiry
+// when it inspects.
+func inspectLeavesOutExpiredAndDead(s *suite) {
+	sts := s.inspectors(3)
+	a, b, c := sts[0], sts[1], sts[2]
+	type want struct {
+		key, what        string
+		holders, waiters []string
+	}
+	var wants []want
+	k := s.key()
+	s.acquire(a, k, token(), s.ttl, true)
+	lastSet := time.Now() // when the last short hold or place was set
+	wants = append(wants, want{k, fmt.Sprintf("whose only holder, exclusive, had a TTL of %v", s.ttl), nil, nil})
+
+	if _, ok := a.(core.Sharer); ok {
+		shs := []core.Sharer{a.(core.Sharer), b.(core.Sharer)}
+		for _, h := range []core.Hold{shared, permits(2)} {
+			k, live := s.key(), token()
+			s.share(shs[0], k, live, s.long, h, false, "of a free key")
+			s.share(shs[1], k, token(), s.ttl, h, true, "beside another share")
+			lastSet = time.Now()
+			wants = append(wants, want{k, fmt.Sprintf("held by a share of %v with TTL %v and one with TTL %v", h, s.long, s.ttl), []string{live}, nil})
+		}
+	}
+
+	if _, ok := a.(core.Queuer); ok {
+		qs := []core.Queuer{a.(core.Queuer), b.(core.Queuer), c.(core.Queuer)}
+		k, holder, dead, live := s.key(), token(), token(), token()
+		s.takeFree(qs[0], k, holder)
+		s.queue(qs[1], k, dead, s.ttl, false)
+		lastSet = time.Now()
+		s.queue(qs[2], k, live, s.long, false)
+		wants = append(wants, want{k, fmt.Sprintf("held (TTL %v), with a waiter of patience %v that stopped calling ahead of one of patience %v", s.long, s.ttl, s.long),
+			[]string{holder}, []string{live}})
+	}
+
+	// The short holds and places have surely run out by then (the bound
+	// of TTLFreesUnreleasedLock).
+	sleepUntil(lastSet.Add(s.ttl + s.res + s.slack))
+	for _, w := range wants {
+		ks := s.inspect(c, w.key)
+		var holders []string
+		for _, h := range ks.Holders {
+			holders = append(holders, h.Token)
+		}
+		if !slices.Equal(holders, w.holders) || !slices.Equal(tokens(ks.Waiters), w.waiters) {
+			s.t.Errorf("storetest: Inspect of %s, %s, %v after the short ones were set, reported the holders %q and the waiters %q: want the holders %q and the waiters %q: a hold whose TTL ran out holds no more, and a waiter whose patience ran out waits no more",
+				w.key, w.what, time.Since(lastSet).Round(time.Millisecond), holders, tokens(ks.Waiters), w.holders, w.waiters)
+		}
+	}
 }
 
 // inspectAndListAreReadOnly: Inspect and List change nothing: a holder

@@ -94,23 +94,29 @@ const (
 	bugMultiOneTag                   // TryAcquireAll answers ErrNotAtomic for keys of different hash tags (a Redis Cluster); no bug
 
 	// The bugs of the Inspector.
-	bugListCompanions      // List also lists each key's companion keys (fence counter, queue, share records)
-	bugListExpired         // List lists keys whose holders' TTLs ran out
-	bugListWaitersHold     // List lists a key that only waiters wait for
-	bugListGlob            // List matches the prefix as a glob pattern (an unescaped SCAN MATCH)
-	bugListSkips           // a cursor resumes one key past where the page ended
-	bugListCursorNeedsKey  // a cursor is refused once the key it resumes after is gone
-	bugListBadLimit        // a limit out of range is taken (clamped)
-	bugListAnyCursor       // a cursor it did not hand out starts the listing over
-	bugInspectTTLAsked     // Inspect reports the TTL asked for, not the TTL left
-	bugInspectOldFence     // Extend does not record the holder's new fence
-	bugInspectKeyFence     // failed fenced attempts draw fences, and Inspect reports the key's last fence as the holder's
-	bugInspectShareMissing // Inspect leaves out the last share
-	bugInspectNoWriter     // Inspect does not report the waiting writer
-	bugInspectWaitersLIFO  // Inspect lists the waiters tail first
-	bugInspectWaiterHolds  // Inspect lists the head waiter as a holder too
-	bugInspectExtends      // Inspect resets the holders' TTLs to the TTLs they asked for
-	bugInspectEmptyHolder  // Inspect of a key that has only its waiting record reports a holder without a token
+	bugListCompanions       // List also lists each key's companion keys (fence counter, queue, share records)
+	bugListExpired          // List lists keys whose holders' TTLs ran out
+	bugListWaitersHold      // List lists a key that only waiters wait for
+	bugListGlob             // List matches the prefix as a glob pattern (an unescaped SCAN MATCH)
+	bugListSkips            // a cursor resumes one key past where the page ended
+	bugListCursorNeedsKey   // a cursor is refused once the key it resumes after is gone
+	bugListBadLimit         // a limit out of range is taken (clamped)
+	bugListAnyCursor        // a cursor it did not hand out starts the listing over
+	bugInspectTTLAsked      // Inspect reports the TTL asked for, not the TTL left
+	bugInspectOldFence      // Extend does not record the holder's new fence
+	bugInspectKeyFence      // failed fenced attempts draw fences, and Inspect reports the key's last fence as the holder's
+	bugInspectShareMissing  // Inspect leaves out the last share
+	bugInspectNoWriter      // Inspect does not report the waiting writer
+	bugInspectWaitersLIFO   // Inspect lists the waiters tail first
+	bugInspectWaiterHolds   // Inspect lists the head waiter as a holder too
+	bugInspectExtends       // Inspect resets the holders' TTLs to the TTLs they asked for
+	bugInspectEmptyHolder   // Inspect of a key that has only its waiting record reports a holder without a token
+	bugInspectExpiredHolder // Inspect reports an exclusive holder whose TTL ran out, until a call drops it
+	bugInspectExpiredShares // Inspect reports the shares whose TTLs ran out, until a call drops them
+	bugInspectDeadWaiters   // Inspect lists the waiters whose patience ran out, until a call drops them
+	bugInspectPatienceAsked // Inspect reports the patience a waiter asked for, not the patience left
+	bugInspectShareKeyTTL   // Inspect reports the key's TTL left (its longest share's) for every share
+	bugListTagOnlyEscaped   // List escapes the prefix's pattern characters only inside its hash tag (after its "{")
 )
 
 // newMemData returns the data of an empty store.
@@ -149,11 +155,17 @@ func (m *memStore) unlock() { <-m.d.mu }
 // get returns key's state with what has expired dropped, or nil if
 // nothing of it is live.
 func (m *memStore) get(key string, now time.Time) *memKey {
+	return m.getFor(key, now, false)
+}
+
+// getFor is get, for Inspect if inspecting: the bugs of Inspect that see
+// expired holds keep them.
+func (m *memStore) getFor(key string, now time.Time, inspecting bool) *memKey {
 	k := m.d.keys[key]
 	if k == nil {
 		return nil
 	}
-	if k.token != "" && !now.Before(k.exp) {
+	if k.token != "" && !now.Before(k.exp) && !(inspecting && m.bug == bugInspectExpiredHolder) {
 		k.token = ""
 	}
 	if m.bug == bugKeyExpiry {
@@ -167,7 +179,7 @@ func (m *memStore) get(key string, now time.Time) *memKey {
 		if !now.Before(last) {
 			clear(k.shares)
 		}
-	} else {
+	} else if !inspecting || m.bug != bugInspectExpiredShares {
 		for tok, sh := range k.shares {
 			if !now.Before(sh.exp) {
 				delete(k.shares, tok)
@@ -691,8 +703,16 @@ func (m *memStore) List(ctx context.Context, prefix, cur string, limit int) ([]s
 		return nil, "", fmt.Errorf("memstore: %w: list cursor %q: its key is gone", core.ErrInvalidOption, cur)
 	}
 	match := func(key string) bool { return strings.HasPrefix(key, prefix) }
-	if m.bug == bugListGlob {
+	switch m.bug {
+	case bugListGlob:
 		match = func(key string) bool { ok, _ := path.Match(prefix+"*", key); return ok }
+	case bugListTagOnlyEscaped:
+		before, tag, ok := strings.Cut(prefix, "{")
+		pattern := before
+		if ok {
+			pattern += "{" + globEscape(tag)
+		}
+		match = func(key string) bool { ok, _ := path.Match(pattern+"*", key); return ok }
 	}
 	var all []string
 	for key, k := range m.d.keys {
@@ -754,7 +774,7 @@ func (m *memStore) Inspect(ctx context.Context, key string) (core.KeyState, erro
 	defer m.unlock()
 	now := time.Now()
 	st := core.KeyState{Key: key, Fence: m.d.fences[key]}
-	if k := m.get(key, now); k != nil {
+	if k := m.getFor(key, now, true); k != nil {
 		if m.bug == bugInspectExtends {
 			if k.token != "" {
 				k.exp = now.Add(k.ttl)
@@ -767,7 +787,13 @@ func (m *memStore) Inspect(ctx context.Context, key string) (core.KeyState, erro
 			if m.bug == bugInspectTTLAsked {
 				return ttl
 			}
-			return exp.Sub(now)
+			return max(exp.Sub(now), 0) // 0 for what a bug kept past its expiry
+		}
+		var keyExp time.Time // the key's expiry: its longest share's
+		for _, sh := range k.shares {
+			if sh.exp.After(keyExp) {
+				keyExp = sh.exp
+			}
 		}
 		if k.token != "" || m.bug == bugInspectEmptyHolder && len(k.shares) == 0 {
 			h := core.HolderState{Token: k.token, Exclusive: true, TTL: left(k.exp, k.ttl), Fence: k.fence}
@@ -777,7 +803,11 @@ func (m *memStore) Inspect(ctx context.Context, key string) (core.KeyState, erro
 			st.Holders = append(st.Holders, h)
 		}
 		for tok, sh := range k.shares {
-			st.Holders = append(st.Holders, core.HolderState{Token: tok, Hold: core.Hold{N: k.n}, Slot: sh.slot, TTL: left(sh.exp, sh.ttl), Fence: sh.fence})
+			ttl := left(sh.exp, sh.ttl)
+			if m.bug == bugInspectShareKeyTTL {
+				ttl = keyExp.Sub(now)
+			}
+			st.Holders = append(st.Holders, core.HolderState{Token: tok, Hold: core.Hold{N: k.n}, Slot: sh.slot, TTL: ttl, Fence: sh.fence})
 		}
 		if len(k.shares) > 0 {
 			slices.SortFunc(st.Holders, func(a, b core.HolderState) int {
@@ -798,8 +828,12 @@ func (m *memStore) Inspect(ctx context.Context, key string) (core.KeyState, erro
 	}
 	if q := m.d.queues[key]; q != nil {
 		for _, tok := range q.order {
-			if e, ok := q.entries[tok]; ok && now.Before(e.deadline) {
-				st.Waiters = append(st.Waiters, core.WaiterState{Token: tok, TTL: e.ttl, Patience: e.deadline.Sub(now)})
+			if e, ok := q.entries[tok]; ok && (now.Before(e.deadline) || m.bug == bugInspectDeadWaiters) {
+				patience := e.deadline.Sub(now)
+				if m.bug == bugInspectPatienceAsked {
+					patience = e.patience
+				}
+				st.Waiters = append(st.Waiters, core.WaiterState{Token: tok, TTL: e.ttl, Patience: max(patience, 0)})
 			}
 		}
 		if m.bug == bugInspectWaitersLIFO {
@@ -810,4 +844,16 @@ func (m *memStore) Inspect(ctx context.Context, key string) (core.KeyState, erro
 		}
 	}
 	return st, nil
+}
+
+// globEscape escapes the characters of a glob pattern (path.Match) in s.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
