@@ -549,3 +549,20 @@ func TestWrongMethodIs405(t *testing.T) {
 		t.Errorf("%d locks taken for requests without a route", n)
 	}
 }
+
+// TestBannerNamesTheReqlockCommand: the banner tells how to see the locks
+// from a shell, with the reqlock command's flag for this store.
+func TestBannerNamesTheReqlockCommand(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	srv := redistest.Start(t)
+	a, err := start(testConfig(srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	var banner strings.Builder
+	a.printUsage(&banner)
+	if want := "go run ./cmd/reqlock --store redis://" + srv.Addr() + " watch order:"; !strings.Contains(banner.String(), want) {
+		t.Errorf("banner lacks %q:\n%s", want, banner.String())
+	}
+}

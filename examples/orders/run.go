@@ -119,6 +119,7 @@ func run(ctx context.Context, cfg Config, w io.Writer) error {
 type app struct {
 	cfg      Config
 	storeAt  string // where the locks are kept, for the banner
+	cli      string // the reqlock command's flags for the store, for the banner
 	store    *store
 	waits    *waits
 	httpSrv  *http.Server
@@ -149,7 +150,7 @@ func start(cfg Config) (_ *app, err error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, ls.close)
-	a.storeAt = ls.where
+	a.storeAt, a.cli = ls.where, ls.cli
 	a.waits = &waits{}
 	observers := []core.Observer{lockotel.New(), a.waits}
 	page, err := newDebugPage(cfg)
@@ -262,7 +263,7 @@ Or run "go run ./examples/orders -demo", which calls both transports itself.
 
 Ctrl-C stops it.
 `, h, g, a.storeAt, a.cfg.Wait, a.cfg.MaxBody, a.cfg.ReadTimeout, a.cfg.HandlerTimeout, a.cfg.TTL,
-		flashSKU, flashPerSegment*itemSegments, itemSegments, flashPerSegment, a.debugLine())
+		flashSKU, flashPerSegment*itemSegments, itemSegments, flashPerSegment, a.debugLine()+a.cliLine())
 }
 
 // debugLine is the banner's line about the debug page, "" without one.
@@ -271,6 +272,14 @@ func (a *app) debugLine() string {
 		return ""
 	}
 	return "Who holds and waits for which lock, live (the admin port, loopback only): " + a.debugURL() + "\n"
+}
+
+// cliLine is the banner's line about the reqlock command.
+func (a *app) cliLine() string {
+	if a.cli == "" {
+		return ""
+	}
+	return "Who holds which lock, from a shell (the store's view, every process): go run ./cmd/reqlock " + a.cli + " watch order:\n"
 }
 
 // loopback turns a listen address like "[::]:8080" into one to call.
