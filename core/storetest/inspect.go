@@ -38,6 +38,7 @@ var inspectProperties = []property{
 	{"InspectLeavesOutExpiredAndDead", inspectLeavesOutExpiredAndDead},
 	{"InspectAndListAreReadOnly", inspectAndListAreReadOnly},
 	{"InspectAndListBesideHolds", inspectAndListBesideHolds},
+	{"LockerInspectIdentifiesHolders", lockerInspectIdentifiesHolders},
 }
 
 // maxListPages bounds the pages of one listing: a List whose cursor never
