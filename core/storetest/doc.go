@@ -174,7 +174,19 @@
 //     last page were released (its cursor outlives them) and lists the
 //     keys held throughout; Inspect and List, beside goroutines that take
 //     and release keys on other clients, return no error and only
-//     well-formed states.
+//     well-formed states;
+//   - LockerInspectIdentifiesHolders: through a core.Locker on the store
+//     (WithFencing), with a request id and a route on the context: List
+//     under a name prefix returns exactly the names held under it, a name
+//     longer than core.MaxNameLen in its "sha256:" form; Inspect reports
+//     an exclusive holder, shares and permits (core.Sharer), the waiting
+//     writer and a fair-queue waiter (core.Queuer) identified by their
+//     tokens (this host and process, the request id and route, the mode),
+//     with the lease's token, a TTL left and its fence (or 0);
+//     ForceRelease with another token changes nothing and reports false,
+//     with the holder's releases that hold alone (and lets in who waits),
+//     after which the lease's Release fails with core.ErrNotHeld; the
+//     hashed name is inspected and force-released by its listed form.
 //
 // The suite takes a few seconds with a store that counts milliseconds
 // (most of it waiting for TTLs to run out), and longer with a coarser

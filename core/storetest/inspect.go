@@ -38,6 +38,7 @@ var inspectProperties = []property{
 	{"InspectLeavesOutExpiredAndDead", inspectLeavesOutExpiredAndDead},
 	{"InspectAndListAreReadOnly", inspectAndListAreReadOnly},
 	{"InspectAndListBesideHolds", inspectAndListBesideHolds},
+	{"LockerInspectIdentifiesHolders", lockerInspectIdentifiesHolders},
 }
 
 // maxListPages bounds the pages of one listing: a List whose cursor never
@@ -67,32 +68,31 @@ func (s *suite) inspectors(n int) []core.Store {
 // are Inspectors, or skips the property if the store is not both.
 func (s *suite) inspectSharers(n int) []core.Sharer {
 	s.t.Helper()
-	sts := s.inspectors(n)
-	shs := make([]core.Sharer, n)
-	for i, st := range sts {
-		sh, ok := st.(core.Sharer)
-		if !ok {
-			s.t.Skipf("storetest: %T does not implement core.Sharer: the Inspector's properties of shared holds, permits and waiting writers do not apply", st)
-		}
-		shs[i] = sh
-	}
-	return shs
+	return inspectorsAs[core.Sharer](s, n, "core.Sharer", "shared holds, permits and waiting writers")
 }
 
 // inspectQueuers returns n new clients of the store as core.Queuers that
 // are Inspectors, or skips the property if the store is not both.
 func (s *suite) inspectQueuers(n int) []core.Queuer {
 	s.t.Helper()
+	return inspectorsAs[core.Queuer](s, n, "core.Queuer", "the fair queue")
+}
+
+// inspectorsAs returns n new clients of the store as Ts (the capability
+// called name) that are Inspectors, or skips the property if the store is
+// not both: the Inspector's properties of what do not apply.
+func inspectorsAs[T any](s *suite, n int, name, what string) []T {
+	s.t.Helper()
 	sts := s.inspectors(n)
-	qs := make([]core.Queuer, n)
+	ts := make([]T, n)
 	for i, st := range sts {
-		q, ok := st.(core.Queuer)
+		t, ok := st.(T)
 		if !ok {
-			s.t.Skipf("storetest: %T does not implement core.Queuer: the Inspector's properties of the fair queue do not apply", st)
+			s.t.Skipf("storetest: %T does not implement %s: the Inspector's properties of %s do not apply", st, name, what)
 		}
-		qs[i] = q
+		ts[i] = t
 	}
-	return qs
+	return ts
 }
 
 // inspector returns st as the Inspector it is.

@@ -117,6 +117,7 @@ const (
 	bugInspectPatienceAsked // Inspect reports the patience a waiter asked for, not the patience left
 	bugInspectShareKeyTTL   // Inspect reports the key's TTL left (its longest share's) for every share
 	bugListTagOnlyEscaped   // List escapes the prefix's pattern characters only inside its hash tag (after its "{")
+	bugInspectDropsRecord   // Inspect reports an exclusive holder's token without its holder record (cut at its ".")
 )
 
 // newMemData returns the data of an empty store.
@@ -799,6 +800,9 @@ func (m *memStore) Inspect(ctx context.Context, key string) (core.KeyState, erro
 			h := core.HolderState{Token: k.token, Exclusive: true, TTL: left(k.exp, k.ttl), Fence: k.fence}
 			if m.bug == bugInspectKeyFence {
 				h.Fence = m.d.fences[key]
+			}
+			if m.bug == bugInspectDropsRecord {
+				h.Token, _, _ = strings.Cut(h.Token, ".")
 			}
 			st.Holders = append(st.Holders, h)
 		}

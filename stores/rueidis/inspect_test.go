@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/internal/redisscript"
 	"github.com/reqlock/reqlock/internal/redistest"
 	"github.com/reqlock/reqlock/lockstore"
@@ -269,38 +268,5 @@ func TestInspectSentinel(t *testing.T) {
 	st, err := s.Inspect(ctx, k)
 	if err != nil || len(st.Holders) != 1 || st.Holders[0].Token != "tok" {
 		t.Fatalf("Inspect = %+v, %v", st, err)
-	}
-}
-
-// A core.Locker on the Store lists its names and tells who holds them,
-// identified by the records in their tokens.
-func TestLockerListsAndInspects(t *testing.T) {
-	leakCheck(t)
-	ctx := context.Background()
-	l := core.NewWithStore(newStore(t, newClient(t, shared.Addr())), core.WithTTL(time.Minute))
-	defer l.Close()
-	prefix := uniq(t) + ":"
-	ex, err := l.Acquire(core.ContextWithRequestID(ctx, "req-7"), prefix+"ex")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ex.Release(ctx)
-	r, err := l.Acquire(ctx, prefix+"read", core.Permits(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Release(ctx)
-	names, next, err := l.List(ctx, prefix, "", core.MaxListLimit)
-	slices.Sort(names)
-	if err != nil || next != "" || !slices.Equal(names, []string{prefix + "ex", prefix + "read"}) {
-		t.Fatalf("List = %q, %q, %v", names, next, err)
-	}
-	st, err := l.Inspect(ctx, prefix+"ex")
-	if err != nil || len(st.Holders) != 1 || st.Holders[0].Token != ex.Token() || !st.Holders[0].Identified || st.Holders[0].Holder.RequestID != "req-7" {
-		t.Fatalf("Inspect = %+v, %v", st, err)
-	}
-	st, err = l.Inspect(ctx, prefix+"read")
-	if err != nil || len(st.Holders) != 1 || st.Holders[0].Hold.N != 3 || st.Holders[0].Slot != r.Slot() || !st.Holders[0].Identified {
-		t.Fatalf("Inspect(read) = %+v, %v", st, err)
 	}
 }

@@ -3,13 +3,11 @@ package sqlstore_test
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/lockstore"
 	sqlstore "github.com/reqlock/reqlock/stores/sql"
 )
@@ -307,65 +305,6 @@ func TestInspectTakesNoLock(t *testing.T) {
 		}
 		if st := inspect(t, op, "busy"); len(st.Holders) != 2 {
 			t.Fatalf("after the commit: %+v; want both shares", st)
-		}
-	})
-}
-
-// TestLockerInspect: through core.Locker, on each database: a shared
-// holder is listed by its name and inspected with its identity (this
-// process, read from its token), and an exclusive Acquire of another
-// Locker waiting for it is the Writer; ForceRelease by the share's token
-// lets the writer in, and the forced holder's Release finds it not held.
-func TestLockerInspect(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		table := freshTable(t, b, "insp")
-		opts := []core.Option{core.WithTTL(30 * time.Second), core.WithWait(30 * time.Second), core.WithFencing()}
-		locker := func() *core.Locker {
-			l := core.NewWithStore(newStore(t, b.open(t, b.addr(), ""), sqlstore.WithTable(table)), opts...)
-			t.Cleanup(func() { _ = l.Close() })
-			return l
-		}
-		l1, l2, op := locker(), locker(), locker()
-		lease, err := l1.Acquire(call(t), "doc:7", core.Shared())
-		if err != nil {
-			t.Fatal(err)
-		}
-		waited := make(chan error, 1)
-		go func() {
-			w, err := l2.Acquire(call(t), "doc:7")
-			if err == nil {
-				err = w.Release(call(t))
-			}
-			waited <- err
-		}()
-		var st core.LockState
-		eventually(t, "the writer waits", func() bool {
-			if st, err = op.Inspect(call(t), "doc:7"); err != nil {
-				t.Fatal(err)
-			}
-			return st.Writer != nil
-		})
-		if len(st.Holders) != 1 || st.Holders[0].Token != lease.Token() || !st.Holders[0].Identified || st.Holders[0].Holder.PID != os.Getpid() || st.Holders[0].Hold != shared {
-			t.Fatalf("holders %+v; want the shared lease, identified as this process", st.Holders)
-		}
-		if !st.Writer.Identified || st.Writer.Holder.PID != os.Getpid() {
-			t.Fatalf("writer %+v; want identified", st.Writer)
-		}
-		names, next, err := op.List(call(t), "doc:", "", 10)
-		if err != nil || next != "" || !slices.Equal(names, []string{"doc:7"}) {
-			t.Fatalf("List = %q, %q, %v", names, next, err)
-		}
-		if ok, err := op.ForceRelease(call(t), "doc:7", token()); err != nil || ok {
-			t.Fatalf("ForceRelease with another token: %v, %v; want false", ok, err)
-		}
-		if ok, err := op.ForceRelease(call(t), "doc:7", lease.Token()); err != nil || !ok {
-			t.Fatalf("ForceRelease with the share's token: %v, %v", ok, err)
-		}
-		if err := <-waited; err != nil {
-			t.Fatalf("the writer after the forced release: %v", err)
-		}
-		if err := lease.Release(call(t)); !errors.Is(err, core.ErrNotHeld) {
-			t.Fatalf("Release of the forced lease: %v; want ErrNotHeld", err)
 		}
 	})
 }

@@ -2,7 +2,6 @@ package zkstore_test
 
 import (
 	"errors"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -347,74 +346,5 @@ func TestListBadInput(t *testing.T) {
 	}
 	if keys := listAll(t, s, "x", 1); !slices.Equal(keys, []string{"x1", "x2"}) {
 		t.Fatalf("List(x) = %q", keys)
-	}
-}
-
-// TestLockerInspect: through core.Locker, on two processes' stores: the
-// holder of a name is listed by its name and inspected with its identity
-// (this process, read from its token) and the fair waiter of another
-// Locker behind it; ForceRelease by the holder's token hands the name to
-// that waiter, and the forced holder's Release then finds it not held.
-func TestLockerInspect(t *testing.T) {
-	leakCheck(t)
-	r := root(t)
-	opts := []core.Option{core.WithFair(), core.WithTTL(30 * time.Second), core.WithWait(30 * time.Second), core.WithFencing()}
-	l1 := core.NewWithStore(newStore(t, dial(t, "", 0), zkstore.WithRoot(r)), opts...)
-	t.Cleanup(func() { _ = l1.Close() })
-	l2 := core.NewWithStore(newStore(t, dial(t, "", 0), zkstore.WithRoot(r)), opts...)
-	t.Cleanup(func() { _ = l2.Close() })
-	op := core.NewWithStore(newStore(t, dial(t, "", 0), zkstore.WithRoot(r)))
-	t.Cleanup(func() { _ = op.Close() })
-
-	lease, err := l1.Acquire(ctx(t), "order:42")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	var second string
-	go func() {
-		w, err := l2.Acquire(ctx(t), "order:42")
-		if err == nil {
-			second = w.Token()
-			err = w.Release(ctx(t))
-		}
-		waited <- err
-	}()
-	var st core.LockState
-	for deadline := time.Now().Add(20 * time.Second); len(st.Waiters) == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no waiter seen in 20s: %+v", st)
-		}
-		if st, err = op.Inspect(ctx(t), "order:42"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(st.Holders) != 1 || st.Holders[0].Token != lease.Token() || !st.Holders[0].Identified || st.Holders[0].Holder.PID != os.Getpid() {
-		t.Fatalf("holders %+v; want the lease's token, identified as this process", st.Holders)
-	}
-	if w := st.Waiters[0]; !w.Identified || w.Holder.PID != os.Getpid() || w.Patience <= 0 {
-		t.Fatalf("waiter %+v; want identified, with patience left", w)
-	}
-	if st.Fence < lease.Fence() {
-		t.Fatalf("fence %d below the lease's %d", st.Fence, lease.Fence())
-	}
-	names, next, err := op.List(ctx(t), "order:", "", 10)
-	if err != nil || next != "" || !slices.Equal(names, []string{"order:42"}) {
-		t.Fatalf("List = %q, %q, %v", names, next, err)
-	}
-	if ok, err := op.ForceRelease(ctx(t), "order:42", "not-the-holder"); err != nil || ok {
-		t.Fatalf("ForceRelease with another token: %v, %v; want false", ok, err)
-	}
-	if ok, err := op.ForceRelease(ctx(t), "order:42", lease.Token()); err != nil || !ok {
-		t.Fatalf("ForceRelease with the holder's token: %v, %v", ok, err)
-	}
-	if err := <-waited; err != nil {
-		t.Fatalf("the waiter after the forced release: %v", err)
-	}
-	if second == "" || second == lease.Token() {
-		t.Fatalf("the waiter's token %q", second)
-	}
-	if err := lease.Release(ctx(t)); !errors.Is(err, core.ErrNotHeld) {
-		t.Fatalf("Release of the forced lease: %v; want ErrNotHeld", err)
 	}
 }
