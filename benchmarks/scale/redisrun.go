@@ -1,0 +1,163 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/reqlock/reqlock/internal/redistest"
+)
+
+// Target is where a run keeps its locks: one Redis primary, or a cluster
+// of several.
+type Target struct {
+	Name string
+	// newClient makes the client of one Locker, with a pool of its own.
+	newClient func() redis.UniversalClient
+	// Primaries are direct clients of each primary, for INFO and FLUSHALL.
+	Primaries []*redis.Client
+	close     func()
+}
+
+// Close stops the target's servers.
+func (t *Target) Close() {
+	for _, p := range t.Primaries {
+		_ = p.Close()
+	}
+	if t.close != nil {
+		t.close()
+	}
+}
+
+// LaunchSingle starts one redis-server.
+func LaunchSingle() (*Target, error) {
+	srv, err := redistest.Launch()
+	if err != nil {
+		return nil, err
+	}
+	return &Target{
+		Name:      "single",
+		newClient: func() redis.UniversalClient { return redis.NewClient(srv.Options()) },
+		Primaries: []*redis.Client{redis.NewClient(srv.Options())},
+		close:     srv.Close,
+	}, nil
+}
+
+// LaunchCluster starts a Redis Cluster of n primaries without replicas.
+func LaunchCluster(n int) (*Target, error) {
+	c, err := redistest.LaunchCluster(n, 0)
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{
+		Name:      fmt.Sprintf("cluster of %d", n),
+		newClient: func() redis.UniversalClient { return redis.NewClusterClient(c.Options()) },
+		close:     c.Close,
+	}
+	for _, node := range c.Nodes[:n] {
+		t.Primaries = append(t.Primaries, redis.NewClient(node.Options()))
+	}
+	return t, nil
+}
+
+// NamesResult is one many-names run of one variant on one target.
+type NamesResult struct {
+	Target  string
+	Variant string
+	Dist    string
+	Cycles  Cycles
+	// Primaries are each primary's lock commands, their time, its errors
+	// and its CPU during the run.
+	Primaries []serverStats
+	Guard     map[string]int64 // the hotspot Guards' counters, summed
+}
+
+// Server sums the primaries.
+func (r NamesResult) Server() serverStats {
+	var s serverStats
+	for _, p := range r.Primaries {
+		s.add(p)
+	}
+	return s
+}
+
+// stats reads every primary's statistics.
+func (t *Target) stats(ctx context.Context) ([]serverStats, error) {
+	out := make([]serverStats, len(t.Primaries))
+	for i, p := range t.Primaries {
+		s, err := readStats(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// flush empties every primary.
+func (t *Target) flush(ctx context.Context) error {
+	for _, p := range t.Primaries {
+		if err := p.FlushAll(ctx).Err(); err != nil {
+			return fmt.Errorf("scale: FLUSHALL: %w", err)
+		}
+	}
+	return nil
+}
+
+// RunNames runs load with variant v on t: one client and Lock per Locker.
+func RunNames(ctx context.Context, t *Target, v Variant, load Load, shape Shape) (res NamesResult, err error) {
+	res = NamesResult{Target: t.Name, Variant: v.Name, Dist: load.Dist()}
+	if err := t.flush(ctx); err != nil {
+		return res, err
+	}
+	var locks []Lock
+	var clients []redis.UniversalClient
+	defer func() {
+		for _, l := range locks {
+			if c, ok := l.(io.Closer); ok {
+				err = errors.Join(err, c.Close())
+			}
+		}
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}()
+	for range load.Lockers {
+		c := t.newClient()
+		clients = append(clients, c)
+		l, err := v.open(c, shape)
+		if err != nil {
+			return res, err
+		}
+		locks = append(locks, l)
+	}
+	if err := warm(ctx, locks, load.Goroutines, "w:"); err != nil {
+		return res, err
+	}
+	before, err := t.stats(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Cycles = runLoad(ctx, locks, load, "n:")
+	after, err := t.stats(ctx)
+	if err != nil {
+		return res, err
+	}
+	for i := range after {
+		res.Primaries = append(res.Primaries, after[i].sub(before[i]))
+	}
+	for _, l := range locks {
+		if r, ok := l.(*reqLock); ok {
+			for k, v := range r.stats() {
+				if res.Guard == nil {
+					res.Guard = map[string]int64{}
+				}
+				res.Guard[k] += v
+			}
+		}
+	}
+	return res, nil
+}
