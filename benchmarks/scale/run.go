@@ -115,7 +115,7 @@ func (p Params) validate() error {
 }
 
 // NamesVariants are the contenders of the many-names and cluster runs.
-var NamesVariants = []string{Floor, "reqlock", "reqlock+hotspot"}
+var NamesVariants = []string{Floor, "reqlock", "reqlock+hotspot", "bsm/redislock", "go-redsync/redsync"}
 
 // HandoverVariants are the contenders of the hand-over run.
 var HandoverVariants = []string{Floor, "reqlock", "reqlock+hotspot", "reqlock+fair+hotspot+handoff3"}
