@@ -142,6 +142,8 @@ var Variants = []Variant{
 		open: openReqlock(nil)},
 	{Name: "reqlock+hotspot", Config: "as reqlock, with a hotspot Guard (capacity 1000, automatic detection: no WithKeys)",
 		open: openReqlock(nil, hotspot.WithCapacity(1000))},
+	{Name: "reqlock+hotspot+handoff3", Config: "as reqlock+hotspot, with WithHandoff(3): a release passes the lease to a local waiter, at most 3 times in a row, without Redis",
+		open: openReqlock(nil, hotspot.WithCapacity(1000), hotspot.WithHandoff(3))},
 	{Name: "reqlock+fair+hotspot+handoff3", Config: "as reqlock+hotspot, with WithFair() and WithHandoff(3)",
 		open: openReqlock([]core.Option{core.WithFair()}, hotspot.WithCapacity(1000), hotspot.WithHandoff(3))},
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -73,6 +74,23 @@ type NamesResult struct {
 	// and its CPU during the run.
 	Primaries []serverStats
 	Guard     map[string]int64 // the hotspot Guards' counters, summed
+	// IdleCPU is each primary's CPU at rest, in CPU seconds per second,
+	// measured just before the run.
+	IdleCPU []float64
+}
+
+// NetCPU is each primary's CPU during the run less its CPU at rest over
+// the run's wall time (at least 0).
+func (r NamesResult) NetCPU() []float64 {
+	out := make([]float64, len(r.Primaries))
+	for i, p := range r.Primaries {
+		var idle float64
+		if i < len(r.IdleCPU) {
+			idle = r.IdleCPU[i] * r.Cycles.Wall.Seconds()
+		}
+		out[i] = max(p.CPU-idle, 0)
+	}
+	return out
 }
 
 // Server sums the primaries.
@@ -137,9 +155,21 @@ func RunNames(ctx context.Context, t *Target, v Variant, load Load, shape Shape)
 	if err := warm(ctx, locks, load.Goroutines, "w:"); err != nil {
 		return res, err
 	}
+	// The primaries' CPU at rest (their timers, a cluster's bus), over a
+	// fifth of the run's length, up to a second: the run's CPU per cycle is
+	// net of it.
+	idle, err := t.stats(ctx)
+	if err != nil {
+		return res, err
+	}
+	idleFor := min(load.For/5, time.Second)
+	time.Sleep(idleFor)
 	before, err := t.stats(ctx)
 	if err != nil {
 		return res, err
+	}
+	for i := range before {
+		res.IdleCPU = append(res.IdleCPU, max(before[i].CPU-idle[i].CPU, 0)/idleFor.Seconds())
 	}
 	res.Cycles = runLoad(ctx, locks, load, "n:")
 	after, err := t.stats(ctx)

@@ -57,23 +57,31 @@ func (r *Report) FloorRatio(n NamesResult) (float64, bool) {
 	return n.Cycles.PerSecond() / f.Cycles.PerSecond(), true
 }
 
-// CPUPerCycle is the Redis CPU (INFO cpu, every primary) per lock cycle.
+// CPUPerCycle is the Redis CPU (INFO cpu, every primary, net of its CPU
+// at rest) per lock cycle.
 func (n NamesResult) CPUPerCycle() time.Duration {
 	if n.Cycles.Total == 0 {
 		return 0
 	}
-	return time.Duration(n.Server().CPU / float64(n.Cycles.Total) * 1e9)
+	return time.Duration(sum(n.NetCPU()) / float64(n.Cycles.Total) * 1e9)
+}
+
+func sum(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s
 }
 
 // Spread is the largest deviation from their mean of the primaries' lock
 // commands and CPU, as a share of the mean.
 func (n NamesResult) Spread() (calls, cpu float64) {
-	var cs, us []float64
+	var cs []float64
 	for _, p := range n.Primaries {
 		cs = append(cs, float64(p.totalCalls()))
-		us = append(us, p.CPU)
 	}
-	return maxDeviation(cs), maxDeviation(us)
+	return maxDeviation(cs), maxDeviation(n.NetCPU())
 }
 
 func maxDeviation(v []float64) float64 {
@@ -101,14 +109,15 @@ func maxDeviation(v []float64) float64 {
 // scaled by the mean over the busiest primary's share of the CPU (the
 // busiest core saturates first).
 func (n NamesResult) Model(primaries int) (perCore, total float64) {
-	cpu := n.Server().CPU
+	net := n.NetCPU()
+	cpu := sum(net)
 	if cpu <= 0 || n.Cycles.Total == 0 {
 		return 0, 0
 	}
 	perCore = float64(n.Cycles.Total) / cpu
 	var busiest float64
-	for _, p := range n.Primaries {
-		busiest = max(busiest, p.CPU)
+	for _, c := range net {
+		busiest = max(busiest, c)
 	}
 	mean := cpu / float64(len(n.Primaries))
 	return perCore, float64(primaries) * perCore * mean / busiest
@@ -187,7 +196,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if len(single) > 0 {
 		l := p.Load
 		fmt.Fprintf(b, "## Many names\n\n%d Lockers × %d goroutines over %d names, uniform and Zipf (s = %g, math/rand/v2), critical section %v, wait budget %v, TTL %v, sleep %v–%v while a name is held; %v per run, on one redis-server over loopback. ", l.Lockers, l.Goroutines, l.Names, p.ZipfS, l.Hold, p.Shape.Wait, p.Shape.TTL, p.Shape.SpinMin, p.Shape.SpinMin+p.Shape.SpinRandom, l.For)
-		fmt.Fprintf(b, "The floor sends SET NX PX and the compare-and-delete script by hand and retries after the same sleep while the name is held. Redis CPU: user + system seconds of INFO cpu over the run; commandstats µs counts a script's inner commands twice (they are counted under their own name too).\n\n")
+		fmt.Fprintf(b, "The floor sends SET NX PX and the compare-and-delete script by hand and retries after the same sleep while the name is held. Redis CPU: user + system seconds of INFO cpu over the run, less the server's CPU at rest (measured just before the run, over a fifth of its length, up to 1 s) over the same time; commandstats µs counts a script's inner commands twice (they are counted under their own name too).\n\n")
 		b.WriteString(r.namesTable(single))
 		b.WriteString("\n")
 	}
@@ -207,7 +216,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	cluster := r.namesOf(fmt.Sprintf("cluster of %d", p.Primaries))
 	if len(cluster) > 0 {
 		fmt.Fprintf(b, "## Redis Cluster\n\nThe many-names run on a cluster of %d primaries (no replicas) started by the harness, each Locker with its own cluster client; the servers and the clients share the machine's cores, so throughput cannot grow with the primaries here: the figures show whether the work spreads and costs no more per cycle. ", p.Primaries)
-		fmt.Fprintf(b, "Every key of a lock is its name in a hash tag (\"reqlock:{order:42}\"), and its companion keys (fence counter, fair queue, waiter records) append to it, so a lock's commands and scripts touch one slot of one primary.\n\n")
+		fmt.Fprintf(b, "Every key of a lock is its name in a hash tag (\"reqlock:{order:42}\"), and its companion keys (fence counter, fair queue, waiter records) append to it, so a lock's commands and scripts touch one slot of one primary. MOVED, ASK and CROSSSLOT are the primaries' INFO errorstats over the run. With Zipf names a few names carry much of the load, each on one primary: the spread of those rows measures the names' skew as much as the layout.\n\n")
 		b.WriteString(r.namesTable(cluster))
 		fmt.Fprintf(b, "\n| distribution | implementation | cycles/s ÷ single's | Redis CPU per cycle ÷ single's | target ≤ %.1f× | commands: largest deviation from the mean | CPU: largest deviation | target ±%.0f %% | MOVED | ASK | CROSSSLOT |\n|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|\n", TargetClusterCPU, TargetSpread*100)
 		for _, c := range cluster {
@@ -220,7 +229,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			moved, ask, cross := c.Server().redirects()
 			fmt.Fprintf(b, "| %s | %s | %s | %.2f× | %s | %.1f %% | %.1f %% | %s | %d | %d | %d |\n", c.Dist, c.Variant, ratio(c.Cycles.PerSecond(), s.Cycles.PerSecond()), cpuRatio, verdict(cpuRatio <= TargetClusterCPU), calls*100, cpu*100, verdict(calls <= TargetSpread && cpu <= TargetSpread), moved, ask, cross)
 		}
-		fmt.Fprintf(b, "\n**Model.** A primary serves as many lock cycles per second as one core of Redis CPU buys: cycles ÷ the primaries' CPU seconds. N primaries on N cores of their own give N times that, less the imbalance (× mean ÷ busiest primary's CPU), until the clients or the network saturate first.\n\n| distribution | implementation | cycles/s per primary core | %d primaries on %d cores |\n|---|---|---:|---:|\n", p.Primaries, p.Primaries)
+		fmt.Fprintf(b, "\n**Model.** A primary serves as many lock cycles per second as one core of Redis CPU buys: cycles ÷ the primaries' CPU seconds (net of their CPU at rest). N primaries on N cores of their own give N times that, less the imbalance (× mean ÷ busiest primary's CPU), until the clients or the network saturate first.\n\n| distribution | implementation | cycles/s per primary core | %d primaries on %d cores |\n|---|---|---:|---:|\n", p.Primaries, p.Primaries)
 		for _, c := range cluster {
 			per, total := c.Model(p.Primaries)
 			fmt.Fprintf(b, "| %s | %s | %.0f | %.0f |\n", c.Dist, c.Variant, per, total)
@@ -276,7 +285,7 @@ func (r *Report) namesOf(target string) []NamesResult {
 
 func (r *Report) namesTable(rows []NamesResult) string {
 	b := &strings.Builder{}
-	fmt.Fprintf(b, "| distribution | implementation | cycles | failed | overlaps | cycles/s | ÷ floor | target | lock commands / cycle | Redis CPU / cycle | commandstats µs / cycle | guard |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
+	fmt.Fprintf(b, "| distribution | implementation | cycles | failed | overlaps | cycles/s | ÷ floor | target | lock commands / cycle | Redis CPU / cycle | Redis CPU at rest | commandstats µs / cycle | guard |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
 	for _, n := range rows {
 		q, ok := r.FloorRatio(n)
 		target := "–"
@@ -289,8 +298,8 @@ func (r *Report) namesTable(rows []NamesResult) string {
 		}
 		s := n.Server()
 		per := func(v float64) float64 { return v / float64(max(n.Cycles.Total, 1)) }
-		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %.0f | %.2f× | %s | %.2f | %s | %.1f | %s |\n", n.Dist, n.Variant, n.Cycles.Total, n.Cycles.Failed, n.Cycles.Overlaps, n.Cycles.PerSecond(), q, target,
-			per(float64(s.totalCalls())), us(n.CPUPerCycle()), per(float64(s.totalUsec())), counters(n.Guard))
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %.0f | %.2f× | %s | %.2f | %s | %.1f %% of a core | %.1f | %s |\n", n.Dist, n.Variant, n.Cycles.Total, n.Cycles.Failed, n.Cycles.Overlaps, n.Cycles.PerSecond(), q, target,
+			per(float64(s.totalCalls())), us(n.CPUPerCycle()), sum(n.IdleCPU)*100, per(float64(s.totalUsec())), counters(n.Guard))
 	}
 	return b.String()
 }

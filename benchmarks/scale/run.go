@@ -115,10 +115,10 @@ func (p Params) validate() error {
 }
 
 // NamesVariants are the contenders of the many-names and cluster runs.
-var NamesVariants = []string{Floor, "reqlock", "reqlock+hotspot", "bsm/redislock", "go-redsync/redsync"}
+var NamesVariants = []string{Floor, "reqlock", "reqlock+hotspot", "reqlock+hotspot+handoff3", "bsm/redislock", "go-redsync/redsync"}
 
 // HandoverVariants are the contenders of the hand-over run.
-var HandoverVariants = []string{Floor, "reqlock", "reqlock+hotspot", "reqlock+fair+hotspot+handoff3"}
+var HandoverVariants = []string{Floor, "reqlock", "reqlock+hotspot", "reqlock+hotspot+handoff3", "reqlock+fair+hotspot+handoff3"}
 
 // Report is a whole run.
 type Report struct {
