@@ -7,7 +7,7 @@ import (
 )
 
 // BenchmarkMiddleware is the middleware section as Go benchmarks, on a
-// redis-server of its own over loopback: each server locked and by hand,
+// redis-server of its own over loopback: each server locked, by hand and bare (no Redis),
 // then the two commands alone by hand, through reqlock and through
 // bsm/redislock.
 //
@@ -21,12 +21,13 @@ func BenchmarkMiddleware(b *testing.B) {
 	addr := srv.Addr()
 	for _, s := range []struct {
 		name string
-		f    func(*testing.B, string, bool)
+		f    func(*testing.B, string, Mode)
 	}{{"gin", BenchGin}, {"net-http", BenchHTTP}, {"grpc-unary", BenchGRPC}} {
-		b.Run(s.name+"/locked", func(b *testing.B) { s.f(b, addr, true) })
-		b.Run(s.name+"/by-hand", func(b *testing.B) { s.f(b, addr, false) })
+		for _, m := range []Mode{Locked, ByHand, Bare} {
+			b.Run(s.name+"/"+string(m), func(b *testing.B) { s.f(b, addr, m) })
+		}
 	}
 	for _, impl := range []string{"hand", "reqlock", "bsm/redislock"} {
-		b.Run("bare/"+impl, func(b *testing.B) { BenchBare(b, addr, impl) })
+		b.Run("commands/"+impl, func(b *testing.B) { BenchCommands(b, addr, impl) })
 	}
 }

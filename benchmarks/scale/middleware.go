@@ -3,8 +3,10 @@ package scale
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -23,6 +25,16 @@ import (
 	"github.com/reqlock/reqlock/grpclock"
 	"github.com/reqlock/reqlock/httplock"
 	"github.com/reqlock/reqlock/keyfunc"
+)
+
+// Mode is what a middleware benchmark's server does per request.
+type Mode string
+
+// The modes of a middleware benchmark.
+const (
+	Locked Mode = "reqlock" // the middleware locks the request's name
+	ByHand Mode = "hand"    // the handler sends SET NX PX and the compare-and-delete itself
+	Bare   Mode = "bare"    // neither: the handler alone, no Redis
 )
 
 // benchNames is how many distinct names the benchmarks cycle through, as
@@ -51,66 +63,61 @@ func byHand(ctx context.Context, c *redis.Client, name string, token string) (bo
 // for distinct names, but a real handler draws one per request.
 func handToken() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
 
-// discard is a ResponseWriter that keeps nothing, reused between requests.
-type discard struct {
-	h    http.Header
-	code int
-}
-
-func (d *discard) Header() http.Header         { return d.h }
-func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
-func (d *discard) WriteHeader(code int)        { d.code = code }
-
-func (d *discard) reset() {
-	clear(d.h)
-	d.code = 0
-}
-
-// serveLoop sends b.N requests through h, cycling through reqs, and fails
-// b if one is not answered 204.
-func serveLoop(b *testing.B, h http.Handler, reqs []*http.Request) {
-	w := &discard{h: http.Header{}}
+// serveLoop serves h over loopback (net/http/httptest) and sends it b.N
+// POST /orders/{i} requests from one keep-alive client, cycling through
+// the names, and fails b if one is not answered 204.
+func serveLoop(b *testing.B, h http.Handler) {
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	client := srv.Client()
+	defer client.CloseIdleConnections()
+	urls := make([]string, benchNames)
+	for i := range urls {
+		urls[i] = srv.URL + "/orders/" + strconv.Itoa(i)
+	}
+	post := func(i int) {
+		resp, err := client.Post(urls[i%len(urls)], "", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			b.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+	}
 	for i := range 8 { // connections dialled, scripts loaded
-		w.reset()
-		h.ServeHTTP(w, reqs[i])
+		post(i)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		w.reset()
-		h.ServeHTTP(w, reqs[i%len(reqs)])
-		if w.code != http.StatusNoContent {
-			b.Fatalf("request %d: status %d", i, w.code)
-		}
+		post(i)
 	}
-}
-
-func orderRequests() []*http.Request {
-	reqs := make([]*http.Request, benchNames)
-	for i := range reqs {
-		r, _ := http.NewRequest(http.MethodPost, "/orders/"+strconv.Itoa(i), nil)
-		reqs[i] = r
-	}
-	return reqs
+	b.StopTimer()
 }
 
 // newLocker is the Locker of the middleware benchmarks: defaults but the
 // TTL (holder identity in the token included).
 func newLocker(c *redis.Client) *core.Locker { return core.New(c, core.WithTTL(benchTTL)) }
 
-// BenchGin is a POST /orders/:id through gin: with locked, ginlock locks
-// "order:{param.id}"; without, the handler sends the two commands itself.
-func BenchGin(b *testing.B, addr string, locked bool) {
+// BenchGin is a POST /orders/:id through gin: Locked, ginlock locks
+// "order:{param.id}"; ByHand, the handler sends the two commands itself;
+// Bare, the handler alone.
+func BenchGin(b *testing.B, addr string, mode Mode) {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer c.Close()
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	if locked {
+	switch mode {
+	case Locked:
 		l := newLocker(c)
 		defer l.Close()
 		key, _ := keyfunc.Template("order:{param.id}")
 		r.POST("/orders/:id", ginlock.New(l, key, ginlock.WithTTL(benchTTL)), func(g *gin.Context) { g.Status(http.StatusNoContent) })
-	} else {
+	case Bare:
+		r.POST("/orders/:id", func(g *gin.Context) { g.Status(http.StatusNoContent) })
+	default:
 		r.POST("/orders/:id", func(g *gin.Context) {
 			ok, err := byHand(g.Request.Context(), c, "order:"+g.Param("id"), handToken())
 			if err != nil || !ok {
@@ -120,23 +127,26 @@ func BenchGin(b *testing.B, addr string, locked bool) {
 			g.Status(http.StatusNoContent)
 		})
 	}
-	serveLoop(b, r, orderRequests())
+	serveLoop(b, r)
 }
 
-// BenchHTTP is a POST /orders/{id} through a Go 1.22 ServeMux: with locked,
-// httplock locks "order:{param.id}"; without, the handler sends the two
-// commands itself.
-func BenchHTTP(b *testing.B, addr string, locked bool) {
+// BenchHTTP is a POST /orders/{id} through a Go 1.22 ServeMux: Locked,
+// httplock locks "order:{param.id}"; ByHand, the handler sends the two
+// commands itself; Bare, the handler alone.
+func BenchHTTP(b *testing.B, addr string, mode Mode) {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer c.Close()
 	mux := http.NewServeMux()
-	if locked {
+	switch mode {
+	case Locked:
 		l := newLocker(c)
 		defer l.Close()
 		key, _ := keyfunc.Template("order:{param.id}")
 		lock := httplock.New(l, key, httplock.WithTTL(benchTTL))
 		mux.Handle("POST /orders/{id}", lock(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })))
-	} else {
+	case Bare:
+		mux.HandleFunc("POST /orders/{id}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	default:
 		mux.HandleFunc("POST /orders/{id}", func(w http.ResponseWriter, r *http.Request) {
 			ok, err := byHand(r.Context(), c, "order:"+r.PathValue("id"), handToken())
 			if err != nil || !ok {
@@ -146,7 +156,7 @@ func BenchHTTP(b *testing.B, addr string, locked bool) {
 			w.WriteHeader(http.StatusNoContent)
 		})
 	}
-	serveLoop(b, mux, orderRequests())
+	serveLoop(b, mux)
 }
 
 // healthServer answers Check with SERVING after hand, if set.
@@ -165,21 +175,23 @@ func (h *healthServer) Check(ctx context.Context, req *healthpb.HealthCheckReque
 }
 
 // BenchGRPC is a unary call (grpc.health.v1.Health/Check, the service
-// field naming the order) to a gRPC server on loopback: with locked,
-// grpclock locks "{field.service}"; without, the method sends the two
-// commands itself. Client and server run in this process: the allocations
+// field naming the order) to a gRPC server on loopback: Locked, grpclock
+// locks "{field.service}"; ByHand, the method sends the two commands
+// itself; Bare, the method alone. Client and server run in this process: the allocations
 // are both sides'.
-func BenchGRPC(b *testing.B, addr string, locked bool) {
+func BenchGRPC(b *testing.B, addr string, mode Mode) {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer c.Close()
 	var opts []grpc.ServerOption
 	hs := &healthServer{}
-	if locked {
+	switch mode {
+	case Locked:
 		l := newLocker(c)
 		defer l.Close()
 		key, _ := keyfunc.Template("{field.service}")
 		opts = append(opts, grpc.ChainUnaryInterceptor(grpclock.UnaryServerInterceptor(l, key, grpclock.WithTTL(benchTTL))))
-	} else {
+	case Bare:
+	default:
 		hs.hand = func(ctx context.Context, name string) error {
 			ok, err := byHand(ctx, c, name, handToken())
 			if err == nil && !ok {
@@ -221,10 +233,10 @@ func BenchGRPC(b *testing.B, addr string, locked bool) {
 	}
 }
 
-// BenchBare is the two commands alone, without a server: by hand ("hand"),
+// BenchCommands is the two commands alone, without a server: by hand ("hand"),
 // through reqlock's Locker ("reqlock") or through bsm/redislock
 // ("bsm/redislock"): Obtain and Release, its own scripts.
-func BenchBare(b *testing.B, addr, impl string) {
+func BenchCommands(b *testing.B, addr, impl string) {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer c.Close()
 	ctx := context.Background()
@@ -281,7 +293,7 @@ func BenchBare(b *testing.B, addr, impl string) {
 // MiddlewareResult is one benchmark of the middleware section.
 type MiddlewareResult struct {
 	Server string // "gin", "net/http", "gRPC unary", or "none" for the bare commands
-	Impl   string // "reqlock" (the middleware), "hand", "bsm/redislock"
+	Impl   string // a Mode, or for the bare commands "reqlock", "hand", "bsm/redislock"
 	N      int
 	NsOp   float64
 	Allocs int64 // per request
@@ -290,7 +302,7 @@ type MiddlewareResult struct {
 
 // Middleware runs every benchmark of the section once, with testing.Benchmark
 // (its -test.benchtime), against the redis-server at addr. The benchmarks of
-// one server run in turn, locked then by hand, rounds times, each result the
+// one server run in turn, locked, by hand and bare, rounds times, each result the
 // median of its rounds by time, so that a drift of the machine's load
 // falls on both.
 func Middleware(addr string, rounds int) ([]MiddlewareResult, error) {
@@ -301,14 +313,14 @@ func Middleware(addr string, rounds int) ([]MiddlewareResult, error) {
 	var benches []bench
 	for _, s := range []struct {
 		name string
-		f    func(*testing.B, string, bool)
+		f    func(*testing.B, string, Mode)
 	}{{"gin", BenchGin}, {"net/http", BenchHTTP}, {"gRPC unary", BenchGRPC}} {
-		benches = append(benches,
-			bench{s.name, "reqlock", func(b *testing.B) { s.f(b, addr, true) }},
-			bench{s.name, "hand", func(b *testing.B) { s.f(b, addr, false) }})
+		for _, m := range []Mode{Locked, ByHand, Bare} {
+			benches = append(benches, bench{s.name, string(m), func(b *testing.B) { s.f(b, addr, m) }})
+		}
 	}
 	for _, impl := range []string{"reqlock", "hand", "bsm/redislock"} {
-		benches = append(benches, bench{"none", impl, func(b *testing.B) { BenchBare(b, addr, impl) }})
+		benches = append(benches, bench{"none", impl, func(b *testing.B) { BenchCommands(b, addr, impl) }})
 	}
 	runs := make([][]testing.BenchmarkResult, len(benches))
 	for range max(rounds, 1) {

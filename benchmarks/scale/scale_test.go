@@ -62,11 +62,11 @@ func TestSmallRun(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 
-	if len(rep.Middleware) != 9 {
-		t.Errorf("%d middleware results, want 3 servers × 2 and 3 bare", len(rep.Middleware))
+	if len(rep.Middleware) != 12 {
+		t.Errorf("%d middleware results, want 3 servers × 3 modes and 3 bare commands", len(rep.Middleware))
 	}
 	for _, m := range rep.Middleware {
-		if m.N != 20 || !(m.NsOp > 0) || m.Allocs <= 0 || m.Bytes <= 0 {
+		if m.N != 20 || !(m.NsOp > 0) || m.Allocs < 0 || m.Bytes < 0 || m.Impl != string(Bare) && m.Allocs == 0 {
 			t.Errorf("middleware %s %s: %+v", m.Server, m.Impl, m)
 		}
 	}
