@@ -112,7 +112,7 @@ func RunConsensus(ctx context.Context, load Load, shape Shape, members int) ([]C
 		if err := warm(ctx, locks, load.Goroutines, "w:"); err != nil {
 			return fmt.Errorf("scale: %s: %w", store, err)
 		}
-		out = append(out, ConsensusResult{Store: store, Members: n, Cycles: runLoad(ctx, locks, load, "n:")})
+		out = append(out, ConsensusResult{Store: store, Members: n, Cycles: runLoad(ctx, locks, load, "n:", 0)})
 		return nil
 	}
 	// The single servers are the stores section's (servers.EtcdSpec,

@@ -108,8 +108,10 @@ func medianPing(ctx context.Context, addr string) (time.Duration, error) {
 }
 
 // RunHandover runs the contention of shape cs for variant v on the
-// redis-server at addr, behind a proxy of its own.
-func RunHandover(ctx context.Context, addr string, v Variant, cs Contention, shape Shape) (res HandoverResult, err error) {
+// redis-server at addr, behind a proxy of its own: each Locker in a worker
+// process of its own if procs (the holds are then read on the machine's
+// wall clock, which the processes share), or all of them in this process.
+func RunHandover(ctx context.Context, addr string, v Variant, cs Contention, shape Shape, procs bool) (res HandoverResult, err error) {
 	res.Variant = v.Name
 	proxy, err := redistest.StartProxy(addr)
 	if err != nil {
@@ -125,6 +127,25 @@ func RunHandover(ctx context.Context, addr string, v Variant, cs Contention, sha
 	if err := admin.FlushAll(ctx).Err(); err != nil {
 		return res, err
 	}
+	var c contention
+	if procs {
+		c, res.Wall, res.Guard, err = handoverInProcs(ctx, proxy.Addr(), v, cs, shape)
+	} else {
+		c, res.Wall, res.Guard, err = handoverHere(ctx, proxy.Addr(), v, cs, shape)
+	}
+	if err != nil {
+		return res, err
+	}
+	res.Attempts, res.Failed, res.Overlaps = c.attempts, c.failed, c.overlaps
+	res.Cycles = int64(len(c.holds))
+	res.Cross, res.Local, res.Held = gaps(c.holds)
+	if len(c.errs) > 0 && res.Cycles == 0 {
+		return res, fmt.Errorf("scale: %s: no cycle: %s", v.Name, c.errs[0])
+	}
+	return res, nil
+}
+
+func handoverHere(ctx context.Context, addr string, v Variant, cs Contention, shape Shape) (c contention, wall time.Duration, guard map[string]int64, err error) {
 	var locks []Lock
 	var clients []*redis.Client
 	defer func() {
@@ -138,28 +159,80 @@ func RunHandover(ctx context.Context, addr string, v Variant, cs Contention, sha
 		}
 	}()
 	for range cs.Lockers {
-		c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
-		clients = append(clients, c)
-		l, err := v.open(c, shape)
+		cl := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		clients = append(clients, cl)
+		l, err := v.open(cl, shape)
 		if err != nil {
-			return res, err
+			return c, 0, nil, err
 		}
 		locks = append(locks, l)
 	}
 	if err := warm(ctx, locks, cs.Goroutines, "w:"); err != nil {
-		return res, err
+		return c, 0, nil, err
 	}
-	critical := redis.NewClient(&redis.Options{Addr: proxy.Addr(), PoolSize: cs.Lockers * cs.Goroutines})
+	critical := redis.NewClient(&redis.Options{Addr: addr, PoolSize: cs.Lockers * cs.Goroutines})
 	defer critical.Close()
 	if err := critical.Ping(ctx).Err(); err != nil {
-		return res, err
+		return c, 0, nil, err
 	}
+	start := time.Now()
+	c = contend(ctx, locks, critical, cs, 0)
+	wall = time.Since(start)
+	for _, l := range locks {
+		if r, ok := l.(*reqLock); ok {
+			guard = addCounters(guard, r.stats())
+		}
+	}
+	return c, wall, guard, nil
+}
 
+func handoverInProcs(ctx context.Context, addr string, v Variant, cs Contention, shape Shape) (c contention, wall time.Duration, guard map[string]int64, err error) {
+	var jobs []workerJob
+	for i := range cs.Lockers {
+		jobs = append(jobs, workerJob{Kind: jobHandover, Variant: v.Name, Shape: shape, Contention: cs, Addrs: []string{addr}, Index: i})
+	}
+	ps, err := startProcs(ctx, jobs)
+	if err != nil {
+		return c, 0, nil, err
+	}
+	reps, wall, err := ps.run()
+	ps.close(err != nil)
+	if err != nil {
+		return c, 0, nil, err
+	}
+	var errs errorList
+	for i, r := range reps {
+		c.attempts += r.Attempts
+		c.failed += r.Failed
+		c.overlaps += r.Overlaps
+		for _, e := range r.Errors {
+			errs.note(errors.New(e))
+		}
+		for _, h := range r.Holds {
+			c.holds = append(c.holds, hold{locker: i, start: time.Unix(0, h[0]), finish: time.Unix(0, h[1])})
+		}
+		guard = addCounters(guard, r.Guard)
+	}
+	c.errs = errs.list
+	return c, wall, guard, nil
+}
+
+// contention is what contend saw.
+type contention struct {
+	holds                      []hold
+	attempts, failed, overlaps int64
+	errs                       []string
+}
+
+// contend runs the Goroutines of every lock on the name "hot" until
+// cs.For has passed: acquire, INCR and DECR of "hot:inside" on critical
+// (an INCR above 1 finds another holder inside, in any process), release.
+// Holds are labelled with first plus the lock's index.
+func contend(ctx context.Context, locks []Lock, critical *redis.Client, cs Contention, first int) contention {
 	var mu sync.Mutex
-	var holds []hold
+	var c contention
 	var errs errorList
 	deadline := time.Now().Add(cs.For)
-	start := time.Now()
 	var wg sync.WaitGroup
 	for li, lock := range locks {
 		for range cs.Goroutines {
@@ -168,12 +241,10 @@ func RunHandover(ctx context.Context, addr string, v Variant, cs Contention, sha
 				defer wg.Done()
 				for time.Now().Before(deadline) && ctx.Err() == nil {
 					release, err := lock.Acquire(ctx, "hot")
-					mu.Lock()
-					res.Attempts++
-					mu.Unlock()
 					if err != nil {
 						mu.Lock()
-						res.Failed++
+						c.attempts++
+						c.failed++
 						mu.Unlock()
 						errs.note(err)
 						continue
@@ -191,9 +262,10 @@ func RunHandover(ctx context.Context, addr string, v Variant, cs Contention, sha
 						errs.note(err)
 					}
 					mu.Lock()
-					holds = append(holds, hold{locker: li, start: began, finish: finished})
+					c.attempts++
+					c.holds = append(c.holds, hold{locker: first + li, start: began, finish: finished})
 					if n > 1 {
-						res.Overlaps++
+						c.overlaps++
 					}
 					mu.Unlock()
 				}
@@ -201,21 +273,6 @@ func RunHandover(ctx context.Context, addr string, v Variant, cs Contention, sha
 		}
 	}
 	wg.Wait()
-	res.Wall = time.Since(start)
-	res.Cycles = int64(len(holds))
-	res.Cross, res.Local, res.Held = gaps(holds)
-	for _, l := range locks {
-		if r, ok := l.(*reqLock); ok {
-			for k, v := range r.stats() {
-				if res.Guard == nil {
-					res.Guard = map[string]int64{}
-				}
-				res.Guard[k] += v
-			}
-		}
-	}
-	if len(errs.list) > 0 && res.Cycles == 0 {
-		return res, fmt.Errorf("scale: %s: no cycle: %s", v.Name, errs.list[0])
-	}
-	return res, nil
+	c.errs = errs.list
+	return c
 }

@@ -77,8 +77,10 @@ func nameOf(prefix string, i int) string { return prefix + strconv.Itoa(i) }
 
 // runLoad runs the load on locks (one per Locker) until load.For has
 // passed: each goroutine draws a name, acquires it, checks that nobody else
-// is inside, holds it for load.Hold and releases it.
-func runLoad(ctx context.Context, locks []Lock, load Load, prefix string) Cycles {
+// in this process is inside, holds it for load.Hold and releases it. The
+// random stream of goroutine g of lock li is PCG(first+li, g), so that
+// worker processes numbered first draw what Lockers of one process would.
+func runLoad(ctx context.Context, locks []Lock, load Load, prefix string, first int) Cycles {
 	inside := make([]atomic.Int32, load.Names)
 	per := make([]atomic.Int64, len(locks))
 	var attempts, failed, relErr, overlaps atomic.Int64
@@ -91,7 +93,7 @@ func runLoad(ctx context.Context, locks []Lock, load Load, prefix string) Cycles
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r := rand.New(rand.NewPCG(uint64(li), uint64(g)))
+				r := rand.New(rand.NewPCG(uint64(first+li), uint64(g)))
 				var zipf *rand.Zipf
 				if load.ZipfS > 0 {
 					zipf = rand.NewZipf(r, load.ZipfS, 1, uint64(load.Names-1))

@@ -20,7 +20,10 @@ type Target struct {
 	newClient func() redis.UniversalClient
 	// Primaries are direct clients of each primary, for INFO and FLUSHALL.
 	Primaries []*redis.Client
-	close     func()
+	// Addrs and Cluster are what a worker process dials.
+	Addrs   []string
+	Cluster bool
+	close   func()
 }
 
 // Close stops the target's servers.
@@ -43,6 +46,7 @@ func LaunchSingle() (*Target, error) {
 		Name:      "single",
 		newClient: func() redis.UniversalClient { return redis.NewClient(srv.Options()) },
 		Primaries: []*redis.Client{redis.NewClient(srv.Options())},
+		Addrs:     []string{srv.Addr()},
 		close:     srv.Close,
 	}, nil
 }
@@ -57,6 +61,8 @@ func LaunchCluster(n int) (*Target, error) {
 		Name:      fmt.Sprintf("cluster of %d", n),
 		newClient: func() redis.UniversalClient { return redis.NewClusterClient(c.Options()) },
 		close:     c.Close,
+		Addrs:     c.Addrs(),
+		Cluster:   true,
 	}
 	for _, node := range c.Nodes[:n] {
 		t.Primaries = append(t.Primaries, redis.NewClient(node.Options()))
@@ -125,34 +131,25 @@ func (t *Target) flush(ctx context.Context) error {
 	return nil
 }
 
-// RunNames runs load with variant v on t: one client and Lock per Locker.
-func RunNames(ctx context.Context, t *Target, v Variant, load Load, shape Shape) (res NamesResult, err error) {
+// RunNames runs load with variant v on t: one client and Lock per Locker,
+// each Locker in a worker process of its own if procs, or all of them in
+// this process.
+func RunNames(ctx context.Context, t *Target, v Variant, load Load, shape Shape, procs bool) (res NamesResult, err error) {
 	res = NamesResult{Target: t.Name, Variant: v.Name, Dist: load.Dist()}
 	if err := t.flush(ctx); err != nil {
 		return res, err
 	}
-	var locks []Lock
-	var clients []redis.UniversalClient
-	defer func() {
-		for _, l := range locks {
-			if c, ok := l.(io.Closer); ok {
-				err = errors.Join(err, c.Close())
-			}
+	var run func() (Cycles, map[string]int64, error)
+	if procs {
+		run, err = namesInProcs(ctx, t, v, load, shape)
+	} else {
+		var closeAll func() error
+		run, closeAll, err = namesHere(ctx, t, v, load, shape)
+		if closeAll != nil {
+			defer func() { err = errors.Join(err, closeAll()) }()
 		}
-		for _, c := range clients {
-			_ = c.Close()
-		}
-	}()
-	for range load.Lockers {
-		c := t.newClient()
-		clients = append(clients, c)
-		l, err := v.open(c, shape)
-		if err != nil {
-			return res, err
-		}
-		locks = append(locks, l)
 	}
-	if err := warm(ctx, locks, load.Goroutines, "w:"); err != nil {
+	if err != nil {
 		return res, err
 	}
 	// The primaries' CPU at rest (their timers, a cluster's bus), over a
@@ -171,7 +168,9 @@ func RunNames(ctx context.Context, t *Target, v Variant, load Load, shape Shape)
 	for i := range before {
 		res.IdleCPU = append(res.IdleCPU, max(before[i].CPU-idle[i].CPU, 0)/idleFor.Seconds())
 	}
-	res.Cycles = runLoad(ctx, locks, load, "n:")
+	if res.Cycles, res.Guard, err = run(); err != nil {
+		return res, err
+	}
 	after, err := t.stats(ctx)
 	if err != nil {
 		return res, err
@@ -179,15 +178,96 @@ func RunNames(ctx context.Context, t *Target, v Variant, load Load, shape Shape)
 	for i := range after {
 		res.Primaries = append(res.Primaries, after[i].sub(before[i]))
 	}
-	for _, l := range locks {
-		if r, ok := l.(*reqLock); ok {
-			for k, v := range r.stats() {
-				if res.Guard == nil {
-					res.Guard = map[string]int64{}
-				}
-				res.Guard[k] += v
+	return res, nil
+}
+
+// namesHere opens the Lockers in this process and warms them up; run
+// runs the load.
+func namesHere(ctx context.Context, t *Target, v Variant, load Load, shape Shape) (run func() (Cycles, map[string]int64, error), closeAll func() error, err error) {
+	var locks []Lock
+	var clients []redis.UniversalClient
+	closeAll = func() error {
+		var err error
+		for _, l := range locks {
+			if c, ok := l.(io.Closer); ok {
+				err = errors.Join(err, c.Close())
 			}
 		}
+		for _, c := range clients {
+			_ = c.Close()
+		}
+		return err
 	}
-	return res, nil
+	for range load.Lockers {
+		c := t.newClient()
+		clients = append(clients, c)
+		l, err := v.open(c, shape)
+		if err != nil {
+			return nil, closeAll, err
+		}
+		locks = append(locks, l)
+	}
+	if err := warm(ctx, locks, load.Goroutines, "w:"); err != nil {
+		return nil, closeAll, err
+	}
+	return func() (Cycles, map[string]int64, error) {
+		c := runLoad(ctx, locks, load, "n:", 0)
+		var guard map[string]int64
+		for _, l := range locks {
+			if r, ok := l.(*reqLock); ok {
+				guard = addCounters(guard, r.stats())
+			}
+		}
+		return c, guard, nil
+	}, closeAll, nil
+}
+
+// namesInProcs starts a worker process per Locker and waits until they are
+// warmed up; run starts them together and merges their reports.
+func namesInProcs(ctx context.Context, t *Target, v Variant, load Load, shape Shape) (func() (Cycles, map[string]int64, error), error) {
+	share := load
+	share.Lockers = 1
+	var jobs []workerJob
+	for i := range load.Lockers {
+		jobs = append(jobs, workerJob{Kind: jobNames, Variant: v.Name, Shape: shape, Load: share, Addrs: t.Addrs, Cluster: t.Cluster, Index: i})
+	}
+	ps, err := startProcs(ctx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	return func() (Cycles, map[string]int64, error) {
+		reps, wall, err := ps.run()
+		ps.close(err != nil)
+		if err != nil {
+			return Cycles{}, nil, err
+		}
+		c := Cycles{Wall: wall}
+		var guard map[string]int64
+		var errs errorList
+		for _, r := range reps {
+			c.PerLocker = append(c.PerLocker, r.Cycles.Total)
+			c.Total += r.Cycles.Total
+			c.Attempts += r.Cycles.Attempts
+			c.Failed += r.Cycles.Failed
+			c.ReleaseErrors += r.Cycles.ReleaseErrors
+			c.Overlaps += r.Cycles.Overlaps
+			for _, e := range r.Cycles.Errors {
+				errs.note(errors.New(e))
+			}
+			guard = addCounters(guard, r.Guard)
+		}
+		c.Errors = errs.list
+		return c, guard, nil
+	}, nil
+}
+
+// addCounters sums b into a, making a if needed and b is not empty.
+func addCounters(a, b map[string]int64) map[string]int64 {
+	for k, v := range b {
+		if a == nil {
+			a = map[string]int64{}
+		}
+		a[k] += v
+	}
+	return a
 }

@@ -156,7 +156,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(b, "Every figure below comes from one run of\n\n```sh\ncd benchmarks && go run ./cmd/scale -write\n```\n\n")
 	fmt.Fprintf(b, "which starts its own servers on 127.0.0.1 (redis-server, a Redis Cluster, etcd, ZooKeeper) and rewrites this file. ")
 	fmt.Fprintf(b, "This run took %v. %s, %d cores, %s, redis-server %s; %s.\n\n", r.Took.Round(time.Second), r.CPU, r.Cores, r.GoVersion, r.Redis, r.Date.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(b, "The contenders of each run are Lockers in one process, each with its own go-redis client and connection pool, not separate processes (the process is also the one clock the hand-over gaps are read on). ")
+	if p.Processes {
+		fmt.Fprintf(b, "In the many-names, cluster and hand-over runs every Locker (or floor, or peer) is a worker process of its own, this program started again, with its own client; the runner starts them together once all are warmed up. The hand-over gaps are read on the machine's wall clock, which the processes share; a process sees only its own critical sections overlap in the many-names runs (the hand-over run's INCR sees every process's). etcd and ZooKeeper run their Lockers in the runner's process. ")
+	} else {
+		fmt.Fprintf(b, "The contenders of each run are Lockers in one process, each with its own client and connection pool, not separate processes (-procs=false). ")
+	}
 	fmt.Fprintf(b, "Figures are ratios against a floor measured in the same run: absolute times drift with the machine's load.\n\n")
 
 	fmt.Fprintf(b, "| question | figure |\n|---|---|\n")

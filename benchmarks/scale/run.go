@@ -28,6 +28,14 @@ type Params struct {
 	ConsensusLoad    Load
 	Members          int // etcd members and ZooKeeper servers of the clusters
 	Contention       Contention
+	// Processes runs each Locker of the many-names, cluster and hand-over
+	// runs in a worker process of its own (this executable started again;
+	// its main must call RunWorkerIfChild first); otherwise all of them run
+	// in this process, each with its own client pool.
+	Processes bool
+	// Variants are the contenders of the many-names and cluster runs
+	// (NamesVariants by default).
+	Variants []string
 }
 
 // AllSections are the sections in run order.
@@ -46,6 +54,8 @@ func DefaultParams() Params {
 		ConsensusLoad:    Load{Lockers: 3, Goroutines: 16, Names: 10000, For: 5 * time.Second},
 		Members:          3,
 		Contention:       Contention{Lockers: 3, Goroutines: 16, For: 5 * time.Second, RTT: time.Millisecond},
+		Processes:        true,
+		Variants:         NamesVariants,
 	}
 }
 
@@ -55,6 +65,18 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 		list, err := parseSections(s)
 		p.Sections = list
 		return err
+	})
+	fs.BoolVar(&p.Processes, "procs", p.Processes, "run each Locker in a worker process of its own (false: all in this process)")
+	fs.Func("impl", "comma-separated contenders of the many-names and cluster runs (default: "+strings.Join(NamesVariants, ",")+")", func(s string) error {
+		p.Variants = nil
+		for _, name := range strings.Split(s, ",") {
+			v, err := LookupVariant(strings.TrimSpace(name))
+			if err != nil {
+				return err
+			}
+			p.Variants = append(p.Variants, v.Name)
+		}
+		return nil
 	})
 	fs.IntVar(&p.MiddlewareRounds, "rounds", p.MiddlewareRounds, "runs of each middleware benchmark (the median is kept)")
 	fs.IntVar(&p.Load.Lockers, "lockers", p.Load.Lockers, "Lockers of the many-names run, each with its own client pool")
@@ -164,7 +186,7 @@ func Run(ctx context.Context, p Params, log io.Writer) (*Report, error) {
 		}
 		return out, nil
 	}
-	nv, err := variants(NamesVariants)
+	nv, err := variants(p.Variants)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +196,7 @@ func Run(ctx context.Context, p Params, log io.Writer) (*Report, error) {
 			load.ZipfS = s
 			for _, v := range nv {
 				fmt.Fprintf(log, "scale: %s, %s, %s, %d × %d over %d names for %v...\n", t.Name, load.Dist(), v.Name, load.Lockers, load.Goroutines, load.Names, load.For)
-				r, err := RunNames(ctx, t, v, load, p.Shape)
+				r, err := RunNames(ctx, t, v, load, p.Shape, p.Processes)
 				if err != nil {
 					return fmt.Errorf("scale: %s %s %s: %w", t.Name, load.Dist(), v.Name, err)
 				}
@@ -227,7 +249,7 @@ func Run(ctx context.Context, p Params, log io.Writer) (*Report, error) {
 			fmt.Fprintf(log, "scale: hand-over, %s, %d × %d on one name for %v...\n", v.Name, p.Contention.Lockers, p.Contention.Goroutines, p.Contention.For)
 			shape := p.Shape
 			shape.Wait = 3 * time.Second // the contention experiment's budget
-			r, err := RunHandover(ctx, addr, v, p.Contention, shape)
+			r, err := RunHandover(ctx, addr, v, p.Contention, shape, p.Processes)
 			if err != nil {
 				return nil, err
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strings"
@@ -17,6 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	RunWorkerIfChild() // the runner starts this test binary again as its workers
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -37,6 +39,9 @@ func smallParams(t *testing.T) Params {
 	p.MemoryLocks = 10
 	p.ConsensusLoad = Load{Lockers: 2, Goroutines: 2, Names: 100, For: 300 * time.Millisecond}
 	p.Contention = Contention{Lockers: 2, Goroutines: 3, For: 300 * time.Millisecond}
+	// A floor, a reqlock with a Guard and a peer: every kind of contender
+	// in worker processes (TestSmallRunInProcess runs them all).
+	p.Variants = []string{Floor, "reqlock+hotspot+handoff3", "bsm/redislock"}
 	if testing.Short() {
 		p.Sections = []string{"middleware", "names", "memory", "cluster", "handover"}
 	}
@@ -77,54 +82,15 @@ func TestSmallRun(t *testing.T) {
 	}
 
 	cluster := fmt.Sprintf("cluster of %d", p.Primaries)
-	if want := 2 * 2 * len(NamesVariants); len(rep.Names) != want {
+	if want := 2 * 2 * len(p.Variants); len(rep.Names) != want {
 		t.Fatalf("%d many-names results, want %d", len(rep.Names), want)
 	}
 	for _, n := range rep.Names {
-		what := n.Target + ", " + n.Dist + ", " + n.Variant
-		c := n.Cycles
-		var sum int64
-		for _, k := range c.PerLocker {
-			sum += k
-		}
-		if len(c.PerLocker) != p.Load.Lockers || sum != c.Total || c.Total+c.Failed != c.Attempts || c.Total == 0 {
-			t.Errorf("%s: the cycles do not add up: %+v", what, c)
-		}
-		if c.Failed != 0 || c.Overlaps != 0 || c.ReleaseErrors != 0 {
-			t.Errorf("%s: %d failed, %d overlaps, %d release errors: %v", what, c.Failed, c.Overlaps, c.ReleaseErrors, c.Errors)
-		}
-		wantPrimaries := 1
+		primaries := 1
 		if n.Target == cluster {
-			wantPrimaries = p.Primaries
+			primaries = p.Primaries
 		}
-		if len(n.Primaries) != wantPrimaries {
-			t.Errorf("%s: %d primaries' statistics, want %d", what, len(n.Primaries), wantPrimaries)
-		}
-		s := n.Server()
-		var calls int64
-		for _, pr := range n.Primaries {
-			calls += pr.totalCalls()
-		}
-		if calls != s.totalCalls() || s.totalCalls() < 2*c.Total || s.CPU < 0 {
-			t.Errorf("%s: %d lock commands over the primaries, %d in sum, for %d cycles; CPU %v", what, calls, s.totalCalls(), c.Total, s.CPU)
-		}
-		if n.Variant == Floor {
-			// One SET per try, one compare-and-delete (EVALSHA, whose GET
-			// and DEL Redis counts too) per cycle, nothing else.
-			if s.Calls["evalsha"] != c.Total || s.Calls["get"] != c.Total || s.Calls["del"] != c.Total || s.Calls["set"] < c.Total {
-				t.Errorf("%s: the floor's commands do not match its %d cycles: %v", what, c.Total, s.Calls)
-			}
-		}
-		if q, ok := rep.FloorRatio(n); !ok || !finite(q) || q <= 0 {
-			t.Errorf("%s: ratio to the floor %v, %v", what, q, ok)
-		}
-		calls1, cpu1 := n.Spread()
-		if per, total := n.Model(wantPrimaries); !finite(calls1) || !finite(cpu1) || !finite(per) || !finite(total) {
-			t.Errorf("%s: spread %v %v, model %v %v", what, calls1, cpu1, per, total)
-		}
-		if strings.Contains(n.Variant, "hotspot") != (n.Guard != nil) {
-			t.Errorf("%s: guard counters %v", what, n.Guard)
-		}
+		checkNames(t, rep, n, primaries)
 	}
 
 	if len(rep.Memory) != 5 {
@@ -151,12 +117,7 @@ func TestSmallRun(t *testing.T) {
 		t.Fatalf("%d hand-over results, want %d", len(rep.Handover), len(HandoverVariants))
 	}
 	for _, h := range rep.Handover {
-		if h.Cycles == 0 || int64(len(h.Cross)+len(h.Local)) != h.Cycles-1 || h.Cycles+h.Failed != h.Attempts || h.Overlaps != 0 {
-			t.Errorf("hand-over %s: %d cycles, %d + %d gaps, %d failed of %d, %d overlaps", h.Variant, h.Cycles, len(h.Cross), len(h.Local), h.Failed, h.Attempts, h.Overlaps)
-		}
-		if s := h.HeldShare(); !(s > 0 && s <= 1) || h.RTT <= 0 {
-			t.Errorf("hand-over %s: held %.3f of the wall time, round trip %v", h.Variant, s, h.RTT)
-		}
+		checkHandover(t, h)
 	}
 
 	var md bytes.Buffer
@@ -176,6 +137,88 @@ func TestSmallRun(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(out)
+	}
+}
+
+// The many-names and hand-over runs with every Locker in this process:
+// the same accounting.
+func TestSmallRunInProcess(t *testing.T) {
+	p := smallParams(t)
+	p.Processes = false
+	p.Variants = NamesVariants
+	p.Sections = []string{"names", "handover"}
+	rep, err := Run(context.Background(), p, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2 * len(NamesVariants); len(rep.Names) != want || len(rep.Handover) != len(HandoverVariants) {
+		t.Fatalf("%d many-names and %d hand-over results", len(rep.Names), len(rep.Handover))
+	}
+	for _, n := range rep.Names {
+		checkNames(t, rep, n, 1)
+	}
+	for _, h := range rep.Handover {
+		checkHandover(t, h)
+	}
+}
+
+// checkNames checks one many-names result: its cycles add up over the
+// Lockers and attempts, nothing failed or overlapped, the primaries'
+// commands add up, the floor's match its cycles, every figure is finite.
+func checkNames(t *testing.T, rep *Report, n NamesResult, primaries int) {
+	t.Helper()
+	what := n.Target + ", " + n.Dist + ", " + n.Variant
+	c := n.Cycles
+	var sum int64
+	for _, k := range c.PerLocker {
+		sum += k
+	}
+	if len(c.PerLocker) != rep.Params.Load.Lockers || sum != c.Total || c.Total+c.Failed != c.Attempts || c.Total == 0 {
+		t.Errorf("%s: the cycles do not add up: %+v", what, c)
+	}
+	if c.Failed != 0 || c.Overlaps != 0 || c.ReleaseErrors != 0 {
+		t.Errorf("%s: %d failed, %d overlaps, %d release errors: %v", what, c.Failed, c.Overlaps, c.ReleaseErrors, c.Errors)
+	}
+	if len(n.Primaries) != primaries || len(n.IdleCPU) != primaries {
+		t.Errorf("%s: %d primaries' statistics and %d idle CPUs, want %d", what, len(n.Primaries), len(n.IdleCPU), primaries)
+	}
+	s := n.Server()
+	var calls int64
+	for _, pr := range n.Primaries {
+		calls += pr.totalCalls()
+	}
+	if calls != s.totalCalls() || s.totalCalls() < 2*c.Total || s.CPU < 0 {
+		t.Errorf("%s: %d lock commands over the primaries, %d in sum, for %d cycles; CPU %v", what, calls, s.totalCalls(), c.Total, s.CPU)
+	}
+	if n.Variant == Floor {
+		// One SET per try, one compare-and-delete (EVALSHA, whose GET and
+		// DEL Redis counts too) per cycle, nothing else.
+		if s.Calls["evalsha"] != c.Total || s.Calls["get"] != c.Total || s.Calls["del"] != c.Total || s.Calls["set"] < c.Total || len(s.Calls) != 4 {
+			t.Errorf("%s: the floor's commands do not match its %d cycles: %v", what, c.Total, s.Calls)
+		}
+	}
+	if q, ok := rep.FloorRatio(n); !ok || !finite(q) || q <= 0 {
+		t.Errorf("%s: ratio to the floor %v, %v", what, q, ok)
+	}
+	calls1, cpu1 := n.Spread()
+	if per, total := n.Model(primaries); !finite(calls1) || !finite(cpu1) || !finite(per) || !finite(total) {
+		t.Errorf("%s: spread %v %v, model %v %v", what, calls1, cpu1, per, total)
+	}
+	if strings.Contains(n.Variant, "hotspot") != (n.Guard != nil) {
+		t.Errorf("%s: guard counters %v", what, n.Guard)
+	}
+}
+
+// checkHandover checks one hand-over result: attempts are cycles and
+// failures, the gaps number one less than the critical sections, nothing
+// overlapped, the name was held at most the wall time.
+func checkHandover(t *testing.T, h HandoverResult) {
+	t.Helper()
+	if h.Cycles == 0 || int64(len(h.Cross)+len(h.Local)) != h.Cycles-1 || h.Cycles+h.Failed != h.Attempts || h.Overlaps != 0 {
+		t.Errorf("hand-over %s: %d cycles, %d + %d gaps, %d failed of %d, %d overlaps", h.Variant, h.Cycles, len(h.Cross), len(h.Local), h.Failed, h.Attempts, h.Overlaps)
+	}
+	if s := h.HeldShare(); !(s > 0 && s <= 1) || h.RTT <= 0 {
+		t.Errorf("hand-over %s: held %.3f of the wall time, round trip %v", h.Variant, s, h.RTT)
 	}
 }
 

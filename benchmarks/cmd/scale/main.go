@@ -24,6 +24,7 @@ import (
 )
 
 func main() {
+	scale.RunWorkerIfChild() // the runner starts this program again as its workers
 	testing.Init() // testing.Benchmark reads -test.benchtime
 	p := scale.DefaultParams()
 	p.RegisterFlags(flag.CommandLine)
