@@ -200,7 +200,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	single := r.namesOf("single")
 	if len(single) > 0 {
 		l := p.Load
-		fmt.Fprintf(b, "## Many names\n\n%d Lockers × %d goroutines over %d names, uniform and Zipf (s = %g, math/rand/v2), critical section %v, wait budget %v, TTL %v, sleep %v–%v while a name is held; %v per run, on one redis-server over loopback. ", l.Lockers, l.Goroutines, l.Names, p.ZipfS, l.Hold, p.Shape.Wait, p.Shape.TTL, p.Shape.SpinMin, p.Shape.SpinMin+p.Shape.SpinRandom, l.For)
+		fmt.Fprintf(b, "## Many names\n\n%d %s × %d goroutines over %d names, uniform and Zipf (s = %g, math/rand/v2), critical section %v, wait budget %v, TTL %v, sleep %v–%v while a name is held; %v per run, on one redis-server over loopback. ", l.Lockers, r.who(), l.Goroutines, l.Names, p.ZipfS, l.Hold, p.Shape.Wait, p.Shape.TTL, p.Shape.SpinMin, p.Shape.SpinMin+p.Shape.SpinRandom, l.For)
 		fmt.Fprintf(b, "The floor sends SET NX PX and the compare-and-delete script by hand and retries after the same sleep while the name is held. Redis CPU: user + system seconds of INFO cpu over the run, less the server's CPU at rest (measured just before the run, over a fifth of its length, up to 1 s) over the same time; commandstats µs counts a script's inner commands twice (they are counted under their own name too).\n\n")
 		b.WriteString(r.namesTable(single))
 		b.WriteString("\n")
@@ -221,7 +221,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	cluster := r.namesOf(fmt.Sprintf("cluster of %d", p.Primaries))
 	if len(cluster) > 0 {
 		fmt.Fprintf(b, "## Redis Cluster\n\nThe many-names run on a cluster of %d primaries (no replicas) started by the harness, each Locker with its own cluster client; the servers and the clients share the machine's cores, so throughput cannot grow with the primaries here: the figures show whether the work spreads and costs no more per cycle. ", p.Primaries)
-		fmt.Fprintf(b, "Every key of a lock is its name in a hash tag (\"reqlock:{order:42}\"), and its companion keys (fence counter, fair queue, waiter records) append to it, so a lock's commands and scripts touch one slot of one primary. MOVED, ASK and CROSSSLOT are the primaries' INFO errorstats over the run. With Zipf names a few names carry much of the load, each on one primary: the spread of those rows measures the names' skew as much as the layout.\n\n")
+		fmt.Fprintf(b, "Every key of a lock is its name in a hash tag (\"reqlock:{order:42}\"), and its companion keys (fence counter, fair queue, waiter records) append to it, so a lock's commands and scripts touch one slot of one primary. MOVED, ASK and CROSSSLOT are the primaries' INFO errorstats over the run. With Zipf names a few names carry much of the load, each on one primary: the spread of those rows measures the names' skew as much as the layout. Redis reads and answers the commands that arrive together in one pass of its event loop, so its CPU per command falls as more arrive at once: below saturation, N primaries that each see a third of the commands can spend more CPU per cycle than one that sees them all.\n\n")
 		b.WriteString(r.namesTable(cluster))
 		fmt.Fprintf(b, "\n| distribution | implementation | cycles/s ÷ single's | Redis CPU per cycle ÷ single's | target ≤ %.1f× | commands: largest deviation from the mean | CPU: largest deviation | target ±%.0f %% | MOVED | ASK | CROSSSLOT |\n|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|\n", TargetClusterCPU, TargetSpread*100)
 		for _, c := range cluster {
@@ -243,7 +243,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	if len(r.Consensus) > 0 {
 		cl := p.ConsensusLoad
-		fmt.Fprintf(b, "## etcd and ZooKeeper\n\nreqlock (no guard) on etcd and ZooKeeper, one server against a cluster of %d, %d Lockers × %d goroutines over %d names, uniform, for %v each. Both replicate every write through their leader (raft, Zab): a cluster does not scale writes out, it makes them survive a member; the ratio is the price of that.\n\n| store | members | cycles/s | ÷ one server's | failed | overlaps |\n|---|---:|---:|---:|---:|---:|\n", p.Members, cl.Lockers, cl.Goroutines, cl.Names, cl.For)
+		fmt.Fprintf(b, "## etcd and ZooKeeper\n\nreqlock (no guard) on etcd and ZooKeeper, one server against a cluster of %d, %d Lockers × %d goroutines over %d names, uniform, for %v each. Both replicate every write through their leader (raft, Zab): a cluster does not scale writes out, it makes them survive a member; the ratio is the price of that. Their Lockers run in the runner's process.\n\n| store | members | cycles/s | ÷ one server's | failed | overlaps |\n|---|---:|---:|---:|---:|---:|\n", p.Members, cl.Lockers, cl.Goroutines, cl.Names, cl.For)
 		for _, c := range r.Consensus {
 			var base float64
 			for _, o := range r.Consensus {
@@ -257,9 +257,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	if len(r.Handover) > 0 {
 		cs := p.Contention
-		fmt.Fprintf(b, "## The hand-over gap\n\n%d Lockers × %d goroutines on one name for %v, a critical section of two round trips (INCR, DECR), every client behind a proxy that delays each way by %v. ", cs.Lockers, cs.Goroutines, cs.For, cs.RTT/2)
-		fmt.Fprintf(b, "The gap is from the holder's last critical-section reply to the next holder's first (both read on this process's clock): the release's way to the store, the store's work, the news reaching the next holder and its acquire's return. \"from the store\" takes half a round trip off the cross-Locker gap: the release reaches Redis about then. \"local\" is the next holder in the same Locker (the hotspot Guard's hand-off without Redis, when the variant has it). Ratios are to the median PING round trip through the proxy.\n\n")
-		fmt.Fprintf(b, "| implementation | cycles | failed | overlaps | round trip | across Lockers p50 | p99 | from the store p50 ÷ RTT | p99 ÷ RTT | same Locker p50 | p99 | same-Locker hand-overs | of which the Guard's | name held |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(b, "## The hand-over gap\n\n%d %s × %d goroutines on one name for %v, a critical section of two round trips (INCR, DECR), every client behind a proxy that delays each way by %v. ", cs.Lockers, r.who(), cs.Goroutines, cs.For, cs.RTT/2)
+		fmt.Fprintf(b, "The gap is from the holder's last critical-section reply to the next holder's first (both read on the machine's wall clock): the release's way to the store, the store's work, the news reaching the next holder and its acquire's return. \"across\" is the next holder in another of the %s, \"same\" in the holder's own: through Redis, or by the hotspot Guard's local hand-off without Redis (WithHandoff; the Guard counts those). \"from the store\" takes half a round trip off the gap across: the release reaches Redis about then. Ratios are to the median PING round trip through the proxy.\n\n", r.who())
+		fmt.Fprintf(b, "| implementation | cycles | failed | overlaps | round trip | across p50 | across p99 | from the store p50 ÷ RTT | p99 ÷ RTT | same p50 | same p99 | same hand-overs | of which the Guard's | name held |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, h := range r.Handover {
 			rtt := float64(max(h.RTT, 1))
 			fmt.Fprintf(b, "| %s | %d | %d | %d | %s | %s | %s | %.2f | %.2f | %s | %s | %d | %d | %.1f %% |\n", h.Variant, h.Cycles, h.Failed, h.Overlaps, ms(h.RTT),
@@ -276,6 +276,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString(r.errorsNote())
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// who names the contenders of the runs: processes or Lockers.
+func (r *Report) who() string {
+	if r.Params.Processes {
+		return "processes"
+	}
+	return "Lockers in one process"
 }
 
 func (r *Report) namesOf(target string) []NamesResult {
