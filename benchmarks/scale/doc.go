@@ -22,9 +22,12 @@
 //     hand-off), against one round trip, and the share of the wall time the
 //     name is held.
 //
-// The contenders of a run are Lockers in one process, each with its own
-// client and connection pool (not separate processes): the runner is one
-// process, so the hand-over gap is read on one clock.
+// In the many-names, cluster and hand-over runs each contender (a Locker,
+// the floor or a peer, with a client of its own) is a worker process: the
+// program started again (its main calls RunWorkerIfChild first), started
+// together with the others once all are warmed up; Params.Processes false
+// runs them as Lockers of one process instead. etcd and ZooKeeper run their
+// Lockers in the runner's process.
 //
 //	cd benchmarks && go run ./cmd/scale -write
 package scale
