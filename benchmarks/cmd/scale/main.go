@@ -27,7 +27,7 @@ import (
 
 func main() {
 	scale.RunWorkerIfChild() // the runner starts this program again as its workers
-	testing.Init() // testing.Benchmark reads -test.benchtime
+	testing.Init()           // testing.Benchmark reads -test.benchtime
 	p := scale.DefaultParams()
 	p.RegisterFlags(flag.CommandLine)
 	write := flag.Bool("write", false, "write the report to scale.md instead of printing it")
