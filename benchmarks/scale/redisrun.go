@@ -140,14 +140,14 @@ func RunNames(ctx context.Context, t *Target, v Variant, load Load, shape Shape,
 		return res, err
 	}
 	var run func() (Cycles, map[string]int64, error)
+	var closeAll func() error
 	if procs {
-		run, err = namesInProcs(ctx, t, v, load, shape)
+		run, closeAll, err = namesInProcs(ctx, t, v, load, shape)
 	} else {
-		var closeAll func() error
 		run, closeAll, err = namesHere(ctx, t, v, load, shape)
-		if closeAll != nil {
-			defer func() { err = errors.Join(err, closeAll()) }()
-		}
+	}
+	if closeAll != nil {
+		defer func() { err = errors.Join(err, closeAll()) }()
 	}
 	if err != nil {
 		return res, err
@@ -223,8 +223,9 @@ func namesHere(ctx context.Context, t *Target, v Variant, load Load, shape Shape
 }
 
 // namesInProcs starts a worker process per Locker and waits until they are
-// warmed up; run starts them together and merges their reports.
-func namesInProcs(ctx context.Context, t *Target, v Variant, load Load, shape Shape) (func() (Cycles, map[string]int64, error), error) {
+// warmed up; run starts them together and merges their reports; closeAll
+// ends the workers (killing them if run did not end them).
+func namesInProcs(ctx context.Context, t *Target, v Variant, load Load, shape Shape) (run func() (Cycles, map[string]int64, error), closeAll func() error, err error) {
 	share := load
 	share.Lockers = 1
 	var jobs []workerJob
@@ -233,9 +234,17 @@ func namesInProcs(ctx context.Context, t *Target, v Variant, load Load, shape Sh
 	}
 	ps, err := startProcs(ctx, jobs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	ran := false
+	closeAll = func() error {
+		if !ran {
+			ps.close(true)
+		}
+		return nil
 	}
 	return func() (Cycles, map[string]int64, error) {
+		ran = true
 		reps, wall, err := ps.run()
 		ps.close(err != nil)
 		if err != nil {
@@ -258,7 +267,7 @@ func namesInProcs(ctx context.Context, t *Target, v Variant, load Load, shape Sh
 		}
 		c.Errors = errs.list
 		return c, guard, nil
-	}, nil
+	}, closeAll, nil
 }
 
 // addCounters sums b into a, making a if needed and b is not empty.
