@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
 	github.com/bsm/redislock v0.9.4
+	github.com/gin-gonic/gin v1.12.0
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/go-zookeeper/zk v1.0.4
@@ -12,6 +13,8 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/reqlock/reqlock v0.1.0
+	github.com/reqlock/reqlock/ginlock v0.1.0
+	github.com/reqlock/reqlock/grpclock v0.1.0
 	github.com/reqlock/reqlock/stores/etcd v0.1.0
 	github.com/reqlock/reqlock/stores/memcached v0.1.0
 	github.com/reqlock/reqlock/stores/rueidis v0.1.0
