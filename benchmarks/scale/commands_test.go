@@ -91,6 +91,53 @@ func (a *attemptCounter) ObserveAcquire(_ context.Context, e core.AcquireEvent) 
 	return nil
 }
 
+// sketchLock is change 1 (and with native, change 2) of ANALYSIS.md, emulated on the Redis store for
+// names that shares never hold: the Locker's loop, with its later attempts
+// sent as the native SET NX PX GET (TryAcquire) instead of
+// acquire_waiting.lua. Only for counting commands: it has no shares,
+// hand-off, undo or watchdog.
+type sketchLock struct {
+	st    *redisstore.Store
+	shape Shape
+	ac    *attemptCounter
+	// native sends the first attempt as SET NX PX GET too (change 2).
+	native bool
+}
+
+func (s *sketchLock) Acquire(ctx context.Context, name string) (func(context.Context) error, error) {
+	key := handLockKey(name)
+	deadline := time.Now().Add(s.shape.Wait)
+	for first := true; ; first = false {
+		token := fmt.Sprintf("%d", time.Now().UnixNano())
+		s.ac.attempts.Add(1)
+		var ok bool
+		var err error
+		if first && !s.native {
+			ok, _, err = s.st.TryAcquireFree(ctx, key, token, s.shape.TTL, false)
+		} else {
+			ok, _, err = s.st.TryAcquire(ctx, key, token, s.shape.TTL, false)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return func(ctx context.Context) error {
+				held, err := s.st.Release(ctx, key, token)
+				if err == nil && !held {
+					err = fmt.Errorf("sketch: %s not held", name)
+				}
+				return err
+			}, nil
+		}
+		if time.Until(deadline) <= 0 {
+			return nil, errBusy
+		}
+		time.Sleep(min(s.shape.spin(), time.Until(deadline)))
+	}
+}
+
+func (s *sketchLock) Close() error { return s.st.Close() }
+
 func TestCommandMix(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
@@ -238,6 +285,14 @@ func TestCommandMix(t *testing.T) {
 		{"reqlock+hotspot+handoff3", reqWith(nil, hotspot.WithCapacity(1000), hotspot.WithHandoff(3))},
 		{"reqlock WithNotify", reqWith([]core.Option{core.WithNotify()})},
 		{"reqlock WithFencing", reqWith([]core.Option{core.WithFencing()})},
+		{"sketch of change 1", func(rc redis.UniversalClient) (Lock, *attemptCounter, error) {
+			ac := new(attemptCounter)
+			return &sketchLock{st: redisstore.New(rc), shape: shape, ac: ac}, ac, nil
+		}},
+		{"sketch of changes 1+2", func(rc redis.UniversalClient) (Lock, *attemptCounter, error) {
+			ac := new(attemptCounter)
+			return &sketchLock{st: redisstore.New(rc), shape: shape, ac: ac, native: true}, ac, nil
+		}},
 		{"bsm/redislock", fromVariant("bsm/redislock")},
 		{"go-redsync/redsync", fromVariant("go-redsync/redsync")},
 	}
@@ -286,7 +341,7 @@ func TestCommandMix(t *testing.T) {
 	// 3. Busy attempts: a foreign holder keeps the name for the whole wait
 	// budget of 300 ms; commands per store attempt of the Acquire.
 	t.Logf("an Acquire that times out on a held name (wait 300 ms, sleep 10-20 ms), commands per attempt:")
-	for i, ct := range contenders[:6] {
+	for i, ct := range contenders[:8] {
 		rc := redis.NewClient(srv.Options())
 		l, ac, err := ct.open(rc)
 		if err != nil {
@@ -326,7 +381,7 @@ func TestCommandMix(t *testing.T) {
 	// critical section 1 ms, for 2 s; commands per cycle and store attempts
 	// per cycle (reqlock's from an Observer, the floor's from its SETs).
 	t.Logf("contended: 2 Lockers × 4 goroutines over 4 names, hold 1 ms, 2 s; commands per cycle:")
-	for i, ct := range contenders[:6] {
+	for i, ct := range contenders[:8] {
 		var locks []Lock
 		var counters []*attemptCounter
 		var clients []redis.UniversalClient
