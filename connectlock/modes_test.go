@@ -90,12 +90,13 @@ func TestBadOptions(t *testing.T) {
 
 // options are connectlock's option constructors for the shared scenarios.
 var options = adaptertest.RPCOptions[connectlock.Option]{
-	Wait:          connectlock.WithWait,
-	Shared:        connectlock.WithShared,
-	SharedMethods: connectlock.WithSharedMethods,
-	SharedIfNil:   connectlock.WithSharedIf(nil),
-	Permits:       connectlock.WithPermits,
-	MaxNames:      connectlock.WithMaxNames,
-	DoMethod:      testsvcconnect.TestDoProcedure,
-	OtherMethod:   "/reqlock.connectlock.testsvc.Test/Other",
+	Wait:            connectlock.WithWait,
+	Shared:          connectlock.WithShared,
+	SharedMethods:   connectlock.WithSharedMethods,
+	SharedIfNil:     connectlock.WithSharedIf(nil),
+	Permits:         connectlock.WithPermits,
+	MaxNames:        connectlock.WithMaxNames,
+	RequestIDHeader: connectlock.WithRequestIDHeader,
+	DoMethod:        testsvcconnect.TestDoProcedure,
+	OtherMethod:     "/reqlock.connectlock.testsvc.Test/Other",
 }

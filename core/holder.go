@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -159,8 +160,10 @@ func appendText(b []byte, s string, n int) []byte {
 	return append(b, s...)
 }
 
-// clip cuts s to at most n bytes at a UTF-8 boundary, and replaces control
-// characters, so that what an operator reads is one printable line.
+// clip cuts s to at most n bytes at a UTF-8 boundary, and replaces what
+// is not printable (control characters, bidi overrides, line separators,
+// invalid UTF-8) with '?', so that what an operator reads is one honest
+// line.
 func clip(s string, n int) string {
 	if len(s) > n {
 		i := n
@@ -170,16 +173,23 @@ func clip(s string, n int) string {
 		s = s[:i]
 	}
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f {
-			return strings.Map(func(r rune) rune {
-				if r < 0x20 || r == 0x7f {
-					return '?'
-				}
-				return r
-			}, s)
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return printable(s)
 		}
 	}
 	return s
+}
+
+// printable replaces the runes of s that unicode.IsPrint refuses with '?'.
+func printable(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			r = '?'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // ParseHolder reads the holder a Locker wrote into token. It reports false

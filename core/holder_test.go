@@ -160,3 +160,17 @@ func FuzzParseHolder(f *testing.F) {
 		}
 	})
 }
+
+func TestHolderTextIsPrintable(t *testing.T) {
+	srv := redistest.Start(t)
+	l := core.New(srv.Client(t))
+	lease, err := l.Acquire(context.Background(), "order:42", core.Route("/a\u202e/b\u2028"), core.RequestID("id\x85\xff"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	h, _ := core.ParseHolder(lease.Token())
+	if h.Route != "/a?/b?" || h.RequestID != "id??" {
+		t.Errorf("route %q request %q: want what is not printable replaced by '?'", h.Route, h.RequestID)
+	}
+}

@@ -90,7 +90,9 @@ func (l *Locker) inspector() (Inspector, error) {
 // A page may hold fewer names than limit before the end, and a name may
 // appear on more than one page (see Inspector.List). Names too long to be
 // kept verbatim are listed as their "sha256:" form (see Locker.Key). It
-// reads only, and never scans a whole keyspace in one call.
+// reads only, and never scans a whole keyspace in one call; ctx bounds it,
+// not the Locker's I/O timeout: a page can take a store longer than one
+// lock command (memcached dumps its items for every page).
 func (l *Locker) List(ctx context.Context, prefix, cursor string, limit int) (names []string, next string, err error) {
 	in, err := l.inspector()
 	if err != nil {
@@ -102,9 +104,7 @@ func (l *Locker) List(ctx context.Context, prefix, cursor string, limit int) (na
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, "", fmt.Errorf("%w: List: the prefix %q has a brace, which no kept name has", ErrInvalidName, prefix)
 	}
-	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-	defer cancel()
-	keys, next, err := in.List(ioCtx, l.cfg.prefix+"{"+prefix, cursor, limit)
+	keys, next, err := in.List(ctx, l.cfg.prefix+"{"+prefix, cursor, limit)
 	if err != nil {
 		return nil, "", l.inspectErr("list", prefix, err)
 	}
@@ -115,6 +115,17 @@ func (l *Locker) List(ctx context.Context, prefix, cursor string, limit int) (na
 		}
 	}
 	return names, next, nil
+}
+
+// listedKey is Key for a name as Inspect and ForceRelease take it: the
+// "sha256:" and 64 hex digits that List returns for a hashed name is its
+// key's name already (Key would hash it again, so that no name given to
+// Acquire meets a hashed one).
+func (l *Locker) listedKey(name string) (string, error) {
+	if hex, ok := strings.CutPrefix(name, hashedMark); ok && len(hex) == 64 && strings.Trim(hex, "0123456789abcdef") == "" {
+		return l.cfg.prefix + "{" + name + "}", nil
+	}
+	return l.Key(name)
 }
 
 // nameOf returns the name whose key is key: key without the Locker's
@@ -133,19 +144,20 @@ func (l *Locker) nameOf(key string) (string, bool) {
 
 // Inspect returns who holds name, who waits for it in its fair queue, and
 // its last fence, with each holder's identity read from its token. A free
-// name is no error: its state has no holders.
+// name is no error: its state has no holders. name is a name as Acquire
+// takes it, or the "sha256:" form in which List gives a name too long to
+// be kept verbatim. ctx bounds it (a store may
+// need a few round trips: etcd asks each holder's lease its TTL).
 func (l *Locker) Inspect(ctx context.Context, name string) (LockState, error) {
 	in, err := l.inspector()
 	if err != nil {
 		return LockState{}, err
 	}
-	key, err := l.Key(name)
+	key, err := l.listedKey(name)
 	if err != nil {
 		return LockState{}, err
 	}
-	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-	defer cancel()
-	ks, err := in.Inspect(ioCtx, key)
+	ks, err := in.Inspect(ctx, key)
 	if err != nil {
 		return LockState{}, l.inspectErr("inspect", name, err)
 	}

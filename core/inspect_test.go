@@ -167,3 +167,27 @@ func TestLockerWithoutInspector(t *testing.T) {
 		t.Errorf("ForceRelease = %v, want ErrNoInspector", err)
 	}
 }
+
+func TestLockerInspectHashedName(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	l := core.NewWithStore(&fakeInspector{Store: core.NewRedisStore(rdb), rdb: rdb})
+	ctx := context.Background()
+	long := strings.Repeat("n", core.MaxNameLen+1)
+	lease, err := l.Acquire(ctx, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _, err := l.List(ctx, "", "", 10)
+	if err != nil || len(names) != 1 || !strings.HasPrefix(names[0], "sha256:") {
+		t.Fatalf("List = %v, %v; want the hashed name", names, err)
+	}
+	for _, n := range []string{long, names[0]} {
+		if st, err := l.Inspect(ctx, n); err != nil || !st.Held() || st.Holders[0].Token != lease.Token() {
+			t.Errorf("Inspect(%.20q…) = %+v, %v; want the lease", n, st, err)
+		}
+	}
+	if ok, err := l.ForceRelease(ctx, names[0], lease.Token()); !ok || err != nil {
+		t.Errorf("ForceRelease of the listed form = %v, %v", ok, err)
+	}
+}

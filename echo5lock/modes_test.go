@@ -44,5 +44,8 @@ func modeOptions(m adaptertest.Mode) []echo5lock.Option {
 	if m.MaxNames != 0 {
 		opts = append(opts, echo5lock.WithMaxNames(m.MaxNames))
 	}
+	if m.RequestIDHeader != "" {
+		opts = append(opts, echo5lock.WithRequestIDHeader(m.RequestIDHeader))
+	}
 	return opts
 }

@@ -44,5 +44,8 @@ func modeOptions(m adaptertest.Mode) []echolock.Option {
 	if m.MaxNames != 0 {
 		opts = append(opts, echolock.WithMaxNames(m.MaxNames))
 	}
+	if m.RequestIDHeader != "" {
+		opts = append(opts, echolock.WithRequestIDHeader(m.RequestIDHeader))
+	}
 	return opts
 }

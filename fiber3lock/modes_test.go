@@ -60,6 +60,9 @@ func modeOptions(m adaptertest.Mode) []fiber3lock.Option {
 	if m.MaxNames != 0 {
 		opts = append(opts, fiber3lock.WithMaxNames(m.MaxNames))
 	}
+	if m.RequestIDHeader != "" {
+		opts = append(opts, fiber3lock.WithRequestIDHeader(m.RequestIDHeader))
+	}
 	return opts
 }
 

@@ -60,6 +60,9 @@ func modeOptions(m adaptertest.Mode) []fiberlock.Option {
 	if m.MaxNames != 0 {
 		opts = append(opts, fiberlock.WithMaxNames(m.MaxNames))
 	}
+	if m.RequestIDHeader != "" {
+		opts = append(opts, fiberlock.WithRequestIDHeader(m.RequestIDHeader))
+	}
 	return opts
 }
 

@@ -128,3 +128,16 @@ func WithSharedIf(f func(c *fiber.Ctx) bool) Option { return func(c *config) { c
 // keyfunc.DefaultMaxNames (64). A request whose key yields more is
 // answered 400.
 func WithMaxNames(n int) Option { return func(c *config) { c.SetMaxNames(n) } }
+
+// WithRequestIDHeader names the header whose value is the request id
+// recorded in the holder of the locks this middleware takes
+// (core.Holder.RequestID, which core.ParseHolder reads back from a lease's
+// token and reqlock show prints); default "X-Request-Id". A request without
+// it (or with an empty one) gives the trace-id of its W3C traceparent
+// header instead, else no request id: then the Locker's core.WithRequestID
+// source, if any, gives one. "" reads no request id header (the traceparent
+// still counts). An id that an earlier middleware put on the context
+// (core.ContextWithRequestID) wins over all of these. The value is cut to
+// 128 bytes and stripped of unprintable characters (control characters,
+// say).
+func WithRequestIDHeader(name string) Option { return func(c *config) { c.SetRequestIDHeader(name) } }

@@ -44,5 +44,8 @@ func modeOptions(m adaptertest.Mode) []ginlock.Option {
 	if m.MaxNames != 0 {
 		opts = append(opts, ginlock.WithMaxNames(m.MaxNames))
 	}
+	if m.RequestIDHeader != "" {
+		opts = append(opts, ginlock.WithRequestIDHeader(m.RequestIDHeader))
+	}
 	return opts
 }

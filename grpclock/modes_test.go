@@ -155,12 +155,13 @@ func TestCrossingOrders(t *testing.T) {
 
 // options are grpclock's option constructors for the shared scenarios.
 var options = adaptertest.RPCOptions[grpclock.Option]{
-	Wait:          grpclock.WithWait,
-	Shared:        grpclock.WithShared,
-	SharedMethods: grpclock.WithSharedMethods,
-	SharedIfNil:   grpclock.WithSharedIf(nil),
-	Permits:       grpclock.WithPermits,
-	MaxNames:      grpclock.WithMaxNames,
-	DoMethod:      testsvc.Test_Do_FullMethodName,
-	OtherMethod:   "/reqlock.testsvc.Test/Other",
+	Wait:            grpclock.WithWait,
+	Shared:          grpclock.WithShared,
+	SharedMethods:   grpclock.WithSharedMethods,
+	SharedIfNil:     grpclock.WithSharedIf(nil),
+	Permits:         grpclock.WithPermits,
+	MaxNames:        grpclock.WithMaxNames,
+	RequestIDHeader: grpclock.WithRequestIDHeader,
+	DoMethod:        testsvc.Test_Do_FullMethodName,
+	OtherMethod:     "/reqlock.testsvc.Test/Other",
 }

@@ -61,7 +61,8 @@
 // correct, only not queued locally. A name newly contended then keeps its
 // tentative local lock, which queues its goroutines while they use it and
 // goes with the last of them. Stats reports hits, bypasses, evictions,
-// hand-offs and the current size.
+// hand-offs and the current size; Hot lists the hot names' local locks with
+// their holder and waiters (the lockdebug package's page shows them).
 //
 // # Local hand-off
 //

@@ -45,5 +45,8 @@ func modeOptions(m adaptertest.Mode) []httplock.Option {
 	if m.MaxNames != 0 {
 		opts = append(opts, httplock.WithMaxNames(m.MaxNames))
 	}
+	if m.RequestIDHeader != "" {
+		opts = append(opts, httplock.WithRequestIDHeader(m.RequestIDHeader))
+	}
 	return opts
 }

@@ -103,12 +103,13 @@ func TestBadOptions(t *testing.T) {
 
 // options are kratoslock's option constructors for the shared scenarios.
 var options = adaptertest.RPCOptions[kratoslock.Option]{
-	Wait:          kratoslock.WithWait,
-	Shared:        kratoslock.WithShared,
-	SharedMethods: kratoslock.WithSharedMethods,
-	SharedIfNil:   kratoslock.WithSharedIf(nil),
-	Permits:       kratoslock.WithPermits,
-	MaxNames:      kratoslock.WithMaxNames,
-	DoMethod:      "/reqlock.kratoslock.testsvc.Test/Do",
-	OtherMethod:   "/reqlock.kratoslock.testsvc.Test/Get",
+	Wait:            kratoslock.WithWait,
+	Shared:          kratoslock.WithShared,
+	SharedMethods:   kratoslock.WithSharedMethods,
+	SharedIfNil:     kratoslock.WithSharedIf(nil),
+	Permits:         kratoslock.WithPermits,
+	MaxNames:        kratoslock.WithMaxNames,
+	RequestIDHeader: kratoslock.WithRequestIDHeader,
+	DoMethod:        "/reqlock.kratoslock.testsvc.Test/Do",
+	OtherMethod:     "/reqlock.kratoslock.testsvc.Test/Get",
 }

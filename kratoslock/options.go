@@ -115,3 +115,16 @@ func WithSharedIf(f func(ctx context.Context, operation string) bool) Option {
 // default keyfunc.DefaultMaxNames (64). A request whose key yields more
 // fails with 400 (InvalidArgument).
 func WithMaxNames(n int) Option { return func(c *config) { c.SetMaxNames(n) } }
+
+// WithRequestIDHeader names the header (HTTP transport) or metadata key
+// (gRPC transport) whose value is the request id recorded in the holder of
+// the locks this middleware takes (core.Holder.RequestID, which
+// core.ParseHolder reads back from a lease's token and reqlock show
+// prints); default "X-Request-Id" (case-insensitive). A request without it
+// (or with an empty one) gives the trace-id of its W3C traceparent instead,
+// else no request id: then the Locker's core.WithRequestID source, if any,
+// gives one. "" reads no request id header (the traceparent still counts).
+// An id that an earlier middleware put on the context
+// (core.ContextWithRequestID) wins over all of these. The value is cut to
+// 128 bytes and stripped of unprintable characters.
+func WithRequestIDHeader(name string) Option { return func(c *config) { c.SetRequestIDHeader(name) } }

@@ -157,4 +157,14 @@
 // named ScopeName, with the instrumentation version Version() (the module's
 // version in the binary's build information). The package keeps no global
 // state of its own.
+//
+// # Request ids
+//
+// Every lock's token carries who holds it (core.Holder), with a request id.
+// The adapters take it from a header or the request's W3C traceparent;
+// TraceID is the Locker's fallback for the rest, the trace id of the span
+// in the acquire's context, so that the holder an operator sees
+// (core.ParseHolder, reqlock show) leads to the request's trace:
+//
+//	locker := core.New(client, core.WithRequestID(lockotel.TraceID), core.WithHandlers(lockotel.New()))
 package lockotel

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command of the README: installs the servers the tests need when
 # they are missing (with apt-get, when run as root: redis-server, and for the
-# stores etcd-server, zookeeper, postgresql, mariadb-server, memcached), then,
+# stores etcd-server, zookeeper, postgresql, mariadb-server, memcached; and
+# chromium, the headless browser of the debug page's test), then,
 # in every module of the workspace (the modules that go.work lists: the root
 # module, the adapters, otel, the stores, examples and benchmarks), checks
 # the formatting with gofmt, vets, builds and vets again with the newest
@@ -29,6 +30,12 @@ have_zookeeper || packages+=(zookeeper)
 have_postgres || packages+=(postgresql)
 have mariadbd || have mysqld || packages+=(mariadb-server)
 have memcached || packages+=(memcached)
+# Not a server: the browser that examples/orders' TestDebugPageInChromium
+# drives headless (chromedp) to check lockdebug's live page and take the
+# README's screenshot. Debian's package, since a test tool's download of
+# its own browser fails on machines without a general network; the test
+# uses CHROMIUM_PATH when set, /usr/bin/chromium otherwise.
+[ -n "${CHROMIUM_PATH:-}" ] && [ -x "$CHROMIUM_PATH" ] || have chromium || packages+=(chromium)
 if [ "${#packages[@]}" -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && have apt-get; then
 		echo "test.sh: ${packages[*]} missing; installing with apt-get"

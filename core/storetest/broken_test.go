@@ -411,6 +411,53 @@ func (s freeAcquireOverwrites) TryAcquireFree(ctx context.Context, key, token st
 	return true, 0, nil
 }
 
+// inspectMutant is the Redis store, a Queuer, a Sharer and an Inspector,
+// whose Inspect runs inspect.lua with old replaced by new (inspectBug):
+// a broken Inspector over the real store's holds, shares and queue.
+type inspectMutant struct {
+	queue
+	script string
+}
+
+// inspectBug returns the store on b whose inspect.lua has old replaced by
+// new.
+func inspectBug(b base, old, new string) core.Store {
+	if strings.Count(redisscript.Inspect, old) != 1 {
+		panic(fmt.Sprintf("broken store: %q is not once in inspect.lua", old))
+	}
+	return inspectMutant{queue: queue{b}, script: strings.Replace(redisscript.Inspect, old, new, 1)}
+}
+
+func (m inspectMutant) sharer() core.Sharer { return m.Store.(core.Sharer) }
+
+func (m inspectMutant) TryAcquireShare(ctx context.Context, key, token string, ttl time.Duration, h core.Hold, fenced bool) (bool, int, int64, error) {
+	return m.sharer().TryAcquireShare(ctx, key, token, ttl, h, fenced)
+}
+
+func (m inspectMutant) ReleaseShare(ctx context.Context, key, token string) (bool, error) {
+	return m.sharer().ReleaseShare(ctx, key, token)
+}
+
+func (m inspectMutant) ExtendShare(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	return m.sharer().ExtendShare(ctx, key, token, ttl, fenced)
+}
+
+func (m inspectMutant) TryAcquireWaiting(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (bool, int64, error) {
+	return m.sharer().TryAcquireWaiting(ctx, key, token, ttl, patience, fenced)
+}
+
+func (m inspectMutant) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
+	return m.Store.(core.Inspector).List(ctx, prefix, cursor, limit)
+}
+
+func (m inspectMutant) Inspect(ctx context.Context, key string) (core.KeyState, error) {
+	r, err := m.c.Eval(ctx, m.script, redisscript.InspectKeys(key)).StringSlice()
+	if err != nil {
+		return core.KeyState{}, err
+	}
+	return redisscript.ParseInspect(key, r)
+}
+
 // brokenCase is a store that breaks property, described by store, and a
 // piece of the failure the suite must report.
 type brokenCase struct {
@@ -653,6 +700,36 @@ var brokenCases = []brokenCase{
 		property: "QueuerPollRequeuesALostWaiter", store: "Poll takes a lost waiter back at the head",
 		wrap: func(b base) core.Store { return pollRequeuesAtHead{queue{b}} },
 		want: "before a waiter that queued after it",
+	},
+	{
+		property: "Inspect/InspectLeavesOutExpiredAndDead", store: "Inspect reports the expired shares",
+		wrap: func(b base) core.Store {
+			return inspectBug(b, `redis.call("ZRANGEBYSCORE", KEYS[5], "(" .. nowtext, "+inf", "WITHSCORES")`,
+				`redis.call("ZRANGEBYSCORE", KEYS[5], "-inf", "+inf", "WITHSCORES")`)
+		},
+		want: "a hold whose TTL ran out holds no more",
+	},
+	{
+		property: "Inspect/InspectLeavesOutExpiredAndDead", store: "Inspect lists the dead waiters",
+		wrap: func(b base) core.Store {
+			return inspectBug(b, `if deadline and tonumber(deadline) > now then`, `if deadline then`)
+		},
+		want: "a waiter whose patience ran out waits no more",
+	},
+	{
+		property: "Inspect/InspectShares", store: "Inspect reports the key's TTL for every share",
+		wrap: func(b base) core.Store {
+			return inspectBug(b, `shares[#shares + 1] = live[i + 1]`, `shares[#shares + 1] = tostring(now + redis.call("PTTL", KEYS[1]))`)
+		},
+		want: "not its own TTL left?",
+	},
+	{
+		property: "Inspect/InspectFairQueue", store: "Inspect reports the patience asked for",
+		wrap: func(b base) core.Store {
+			return inspectBug(b, `waiters[#waiters + 1] = e`,
+				`waiters[#waiters + 1] = string.gsub(e, "^%d+ (%d+) (%d) (%d+)$", function(ttl, f, p) return (now + tonumber(p)) .. " " .. ttl .. " " .. f .. " " .. p end)`)
+		},
+		want: "the patience asked for, or another's, not its own patience left?",
 	},
 }
 

@@ -25,8 +25,9 @@
 //	})
 //
 // Each property is one subtest (the properties of a core.Sharer are grouped
-// under Holds: -run 'TestConformance/Holds'), so that a failure names what
-// is broken:
+// under Holds: -run 'TestConformance/Holds', those of a
+// core.Inspector under Inspect), so that a failure names what is
+// broken:
 //
 //   - MutualExclusion: Lockers on three clients never hold one name at once;
 //   - TTLFreesUnreleasedLock: a lock that is not released stays held until
@@ -110,6 +111,82 @@
 //     draw strictly increasing fences;
 //   - BadHoldIsInvalidOption: a Hold with N < 0 or N > core.MaxPermits is an
 //     error wrapping core.ErrInvalidOption that sets nothing.
+//
+// The properties of a core.Inspector (the capability behind
+// core.Locker's List and Inspect and the reqlock command: which keys are
+// held, by whom, for how long still, who waits) are the subtests of the
+// group Inspect, each skipped for other stores (and their parts of shares
+// or of the fair queue skipped for a store that is not a core.Sharer or a
+// core.Queuer). Every state Inspect returns must be well formed: each
+// holder and waiter has a token, an exclusive holder holds alone, shares
+// have one hold and slots in range, and no waiter or writer is a holder. A
+// TTL or a fence of 0 is a store that cannot tell, as the contract allows;
+// any other value must be right.
+//
+//   - ListFindsHeldKeysOnly: List finds every key held under its prefix
+//     (exclusively, fenced or not; by shared holders and permit holders,
+//     also with a waiting writer; with waiters in its fair queue), and
+//     neither a key nobody held, nor one released, nor one whose holders'
+//     TTLs ran out, nor one outside the prefix, nor one that only queue
+//     waiters or a waiting writer's record are left on; every key it lists
+//     is one the property passed to TryAcquire, TryAcquireShare or Enqueue,
+//     never a companion key (fence counter, queue, share or waiter record);
+//   - ListPrefixIsLiteral: the prefix matches only itself: characters that
+//     a SCAN MATCH pattern (* ? [ ] \) or SQL's LIKE (% _) give a meaning
+//     to, and letters of another case, are not patterns, for a prefix
+//     inside a key's hash tag ("storetest:{name:") and for one before it
+//     (a Locker's prefix, its keys "prefix{name}"), beside decoy keys of
+//     the same shape;
+//   - ListPagesCoverEveryKey: with 25 keys held, following the cursor from
+//     "" until it comes back "" in pages of 1, 2, 7, 25 and
+//     core.MaxListLimit lists each of them at least once (more than
+//     once is allowed, as Redis's SCAN does), no page longer than its limit;
+//   - ListBadLimitOrCursorIsInvalidOption: a limit of 0, -1 or
+//     MaxListLimit+1, or a cursor List did not hand out, is an error
+//     wrapping core.ErrInvalidOption that changes nothing;
+//   - InspectExclusiveHolder: one exclusive holder with its token, the TTL
+//     it has left (not the one it asked for; TTL resolution and
+//     core.TTLRounder allowed), the fence its fenced TryAcquire drew and
+//     then its fenced Extend, the key's fence at least that; a free key has
+//     no holder, waiter or writer, and is no error;
+//   - InspectShares: shared holds and permits(n) holds, each with its token,
+//     hold, the slot TryAcquireShare returned, the TTL it has left of its
+//     own TTL (shares of one key are taken with different TTLs: not the
+//     TTL asked for, nor the key's) and its fence, in slot order; a share
+//     released is gone and the others stay;
+//   - InspectWaitingWriter: the token of a TryAcquireWaiting that failed on
+//     shares is the Writer, not a holder; it stays once the shares are gone,
+//     and goes when the writer takes the key;
+//   - InspectFairQueue: the waiters of a core.Queuer in the order they
+//     queued, head first, none of them a holder, each with the TTL it asked
+//     for and the patience it has left (not the patience it asked for); one
+//     that gave up (Dequeue) is gone; a release makes the head the holder;
+//   - InspectLeavesOutExpiredAndDead: with no call on the keys since, an
+//     exclusive holder whose TTL ran out, a share whose TTL ran out beside
+//     a live one (shared and permits(2)), and a fair-queue waiter whose
+//     patience ran out ahead of a live one are not reported: a store that
+//     drops them lazily must judge them by their expiry when it inspects;
+//   - InspectAndListAreReadOnly: a holder and a share inspected and listed
+//     again and again are free at their TTL all the same, and the TTL
+//     Inspect reports never rises; a free key inspected is neither held
+//     nor listed; a queue inspected and listed keeps its order;
+//   - InspectAndListBesideHolds: a listing goes on when the keys of its
+//     last page were released (its cursor outlives them) and lists the
+//     keys held throughout; Inspect and List, beside goroutines that take
+//     and release keys on other clients, return no error and only
+//     well-formed states;
+//   - LockerInspectIdentifiesHolders: through a core.Locker on the store
+//     (WithFencing), with a request id and a route on the context: List
+//     under a name prefix returns exactly the names held under it, a name
+//     longer than core.MaxNameLen in its "sha256:" form; Inspect reports
+//     an exclusive holder, shares and permits (core.Sharer), the waiting
+//     writer and a fair-queue waiter (core.Queuer) identified by their
+//     tokens (this host and process, the request id and route, the mode),
+//     with the lease's token, a TTL left and its fence (or 0);
+//     ForceRelease with another token changes nothing and reports false,
+//     with the holder's releases that hold alone (and lets in who waits),
+//     after which the lease's Release fails with core.ErrNotHeld; the
+//     hashed name is inspected and force-released by its listed form.
 //
 // The suite takes a few seconds with a store that counts milliseconds
 // (most of it waiting for TTLs to run out), and longer with a coarser

@@ -25,6 +25,9 @@ func PropertyNames() []string {
 	for _, p := range holdProperties {
 		names = append(names, holdsGroup+"/"+p.name)
 	}
+	for _, p := range inspectProperties {
+		names = append(names, inspectGroup+"/"+p.name)
+	}
 	return names
 }
 
@@ -37,6 +40,11 @@ func lookup(name string) (property, bool) {
 	}
 	for _, p := range holdProperties {
 		if holdsGroup+"/"+p.name == name {
+			return p, true
+		}
+	}
+	for _, p := range inspectProperties {
+		if inspectGroup+"/"+p.name == name {
 			return p, true
 		}
 	}

@@ -16,9 +16,9 @@ func memStores(bug memBug) func(t *testing.T) core.Store {
 	return func(*testing.T) core.Store { return &memStore{d: d, bug: bug} }
 }
 
-// TestMemStorePassesTheSuite: the in-memory model of a Sharer and
-// MultiAcquirer passes every property, so that the broken variants below
-// fail by their bug alone.
+// TestMemStorePassesTheSuite: the in-memory model of a Sharer,
+// MultiAcquirer, Queuer and Inspector passes every property, so that the
+// broken variants below fail by their bug alone.
 func TestMemStorePassesTheSuite(t *testing.T) {
 	storetest.Run(t, memStores(bugNone))
 }
@@ -35,8 +35,8 @@ type memCase struct {
 	tries int
 }
 
-// memCases pairs each property of a Sharer or MultiAcquirer with broken
-// stores.
+// memCases pairs each property of a Sharer, MultiAcquirer or Inspector
+// with broken stores.
 var memCases = []memCase{
 	{
 		property: "Holds/SharesCoexistAndExcludeExclusive", store: "shares ignore an exclusive holder",
@@ -142,6 +142,118 @@ var memCases = []memCase{
 		property: "AcquireAllIsAllOrNone", store: "TryAcquireAll sets keys until one is held",
 		bug: bugMultiPartial, want: "it must never leave some keys set and others not",
 	},
+
+	// The Inspector's.
+	{
+		property: "Inspect/ListFindsHeldKeysOnly", store: "List lists companion keys",
+		bug: bugListCompanions, want: "never a companion key",
+	},
+	{
+		property: "Inspect/ListFindsHeldKeysOnly", store: "List lists expired keys",
+		bug: bugListExpired, want: "its holder's TTL of 300ms ran out",
+	},
+	{
+		property: "Inspect/ListFindsHeldKeysOnly", store: "List lists a key that only waiters wait for",
+		bug: bugListWaitersHold, want: "only waiters of its fair queue are left on it",
+	},
+	{
+		property: "Inspect/ListPrefixIsLiteral", store: "List matches the prefix as a glob pattern",
+		bug: bugListGlob, want: "which does not begin with the prefix",
+	},
+	{
+		property: "Inspect/ListPagesCoverEveryKey", store: "a cursor skips a key",
+		bug: bugListSkips, want: "every such key must be on a page",
+	},
+	{
+		property: "Inspect/ListBadLimitOrCursorIsInvalidOption", store: "List takes a limit out of range",
+		bug: bugListBadLimit, want: "the limit must be 1..1000",
+	},
+	{
+		property: "Inspect/ListBadLimitOrCursorIsInvalidOption", store: "a cursor List never handed out starts over",
+		bug: bugListAnyCursor, want: "a cursor List never handed out",
+	},
+	{
+		property: "Inspect/InspectExclusiveHolder", store: "Inspect reports the TTL asked for",
+		bug: bugInspectTTLAsked, want: "not its own TTL left?",
+	},
+	{
+		property: "Inspect/InspectExclusiveHolder", store: "Extend does not record the holder's new fence",
+		bug: bugInspectOldFence, want: "whose fenced Extend drew",
+	},
+	{
+		property: "Inspect/InspectExclusiveHolder", store: "Inspect reports the key's last fence as the holder's",
+		bug: bugInspectKeyFence, want: "whose fenced TryAcquire drew",
+	},
+	{
+		property: "Inspect/InspectShares", store: "Inspect leaves out a share",
+		bug: bugInspectShareMissing, want: "want the 2 shares",
+	},
+	{
+		property: "Inspect/InspectShares", store: "Inspect reports the TTL asked for",
+		bug: bugInspectTTLAsked, want: "not its own TTL left?",
+	},
+	{
+		property: "Inspect/InspectWaitingWriter", store: "Inspect does not report the waiting writer",
+		bug: bugInspectNoWriter, want: "want that token, the exclusive holder waiting for the shares to drain",
+	},
+	{
+		property: "Inspect/InspectWaitingWriter", store: "Inspect reports a holder without a token beside a writer's record",
+		bug: bugInspectEmptyHolder, want: "a holder without a token",
+	},
+	{
+		property: "Inspect/InspectFairQueue", store: "Inspect lists the waiters tail first",
+		bug: bugInspectWaitersLIFO, want: "want the tokens that queued, head first",
+	},
+	{
+		property: "Inspect/InspectFairQueue", store: "Inspect lists the head waiter as a holder",
+		bug: bugInspectWaiterHolds, want: "a waiter does not hold the key",
+	},
+	{
+		property: "Inspect/InspectAndListAreReadOnly", store: "Inspect resets the holders' TTLs",
+		bug: bugInspectExtends, want: "Inspect or List renewed its TTL",
+	},
+	{
+		property: "Inspect/InspectAndListBesideHolds", store: "a cursor is refused once its key is gone",
+		bug: bugListCursorNeedsKey, want: "a cursor must outlive the keys listed beside it",
+	},
+	{
+		property: "Inspect/InspectLeavesOutExpiredAndDead", store: "Inspect reports an expired exclusive holder",
+		bug: bugInspectExpiredHolder, want: "a hold whose TTL ran out holds no more",
+	},
+	{
+		property: "Inspect/InspectLeavesOutExpiredAndDead", store: "Inspect reports expired shares",
+		bug: bugInspectExpiredShares, want: "a hold whose TTL ran out holds no more",
+	},
+	{
+		property: "Inspect/InspectLeavesOutExpiredAndDead", store: "Inspect lists dead waiters",
+		bug: bugInspectDeadWaiters, want: "a waiter whose patience ran out waits no more",
+	},
+	{
+		property: "Inspect/InspectFairQueue", store: "Inspect reports the patience asked for",
+		bug: bugInspectPatienceAsked, want: "the patience asked for, or another's, not its own patience left?",
+	},
+	{
+		property: "Inspect/InspectShares", store: "Inspect reports the key's TTL for every share",
+		bug: bugInspectShareKeyTTL, want: "not its own TTL left?",
+	},
+	{
+		property: "Inspect/ListPrefixIsLiteral", store: "List escapes the prefix only inside its hash tag",
+		bug: bugListTagOnlyEscaped, want: `:{1}", which does not begin with the prefix`,
+	},
+	{
+		property: "Inspect/LockerInspectIdentifiesHolders", store: "Inspect drops the holder record from a holder's token",
+		bug: bugInspectDropsRecord, want: "want one holder, exclusive, with the lease's token",
+	},
+}
+
+// TestEveryInspectBugFails keeps the Inspector's bugs of the model in the
+// table above: each one must fail a property.
+func TestEveryInspectBugFails(t *testing.T) {
+	for bug := bugListCompanions; bug <= bugInspectDropsRecord; bug++ {
+		if !slices.ContainsFunc(memCases, func(c memCase) bool { return c.bug == bug }) {
+			t.Errorf("the bug %d of the model fails no property in memCases", bug)
+		}
+	}
 }
 
 // TestSuiteFailsBrokenSharers runs each property of a Sharer or
@@ -172,11 +284,12 @@ func TestSuiteFailsBrokenSharers(t *testing.T) {
 type plain struct{ core.Store }
 
 // TestHoldsSkippedForPlainStores: a store that is neither a Sharer nor a
-// MultiAcquirer has the properties of neither skipped, with a reason.
+// MultiAcquirer nor an Inspector has the properties of none of them
+// skipped, with a reason.
 func TestHoldsSkippedForPlainStores(t *testing.T) {
 	mem := memStores(bugNone)
 	for _, name := range storetest.PropertyNames() {
-		if !strings.HasPrefix(name, "Holds/") && name != "AcquireAllIsAllOrNone" {
+		if !strings.HasPrefix(name, "Holds/") && !strings.HasPrefix(name, "Inspect/") && name != "AcquireAllIsAllOrNone" {
 			continue
 		}
 		rep := storetest.Check(t, name, func(t *testing.T) core.Store { return plain{mem(t)} }, storetest.Options{})

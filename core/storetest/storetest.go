@@ -74,6 +74,11 @@ func RunWith(t *testing.T, newStore func(t *testing.T) core.Store, opts Options)
 			run(t, p)
 		}
 	})
+	t.Run(inspectGroup, func(t *testing.T) {
+		for _, p := range inspectProperties {
+			run(t, p)
+		}
+	})
 }
 
 // check reports what is wrong with o.

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/reqlock/reqlock/core"
 	"github.com/reqlock/reqlock/examples/orders/ordersv1"
 	"github.com/reqlock/reqlock/internal/adaptertest"
 	"github.com/reqlock/reqlock/internal/redistest"
@@ -93,7 +94,7 @@ func TestFlagHelpNamesTheEnvironment(t *testing.T) {
 func TestNoFlagsNoEnvironment(t *testing.T) {
 	adaptertest.LeakCheck(t)
 	cfg, help := parseFlags(t, nil, noEnv)
-	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.GRPCAddr != "127.0.0.1:9090" || cfg.Store != "redis" || cfg.StoreAddr != "" || cfg.Telemetry != "auto" || cfg.Demo {
+	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.GRPCAddr != "127.0.0.1:9090" || cfg.AdminAddr != "127.0.0.1:6060" || cfg.Store != "redis" || cfg.StoreAddr != "" || cfg.Telemetry != "auto" || cfg.Demo {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	if !strings.Contains(help, "Usage: go run ./examples/orders [flags]") || !strings.Contains(help, "-store-addr") {
@@ -101,7 +102,7 @@ func TestNoFlagsNoEnvironment(t *testing.T) {
 	}
 	// Served as parsed, but on free ports of the same host: the default
 	// ports may be taken on the machine that runs the tests.
-	for _, addr := range []*string{&cfg.HTTPAddr, &cfg.GRPCAddr} {
+	for _, addr := range []*string{&cfg.HTTPAddr, &cfg.GRPCAddr, &cfg.AdminAddr} {
 		host, _, err := net.SplitHostPort(*addr)
 		if err != nil || !net.ParseIP(host).IsLoopback() {
 			t.Fatalf("default address %q is not on the loopback interface", *addr)
@@ -113,7 +114,7 @@ func TestNoFlagsNoEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.close()
-	for _, addr := range []string{a.httpAddr, a.grpcAddr} {
+	for _, addr := range []string{a.httpAddr, a.grpcAddr, a.adminAddr} {
 		if host, _, _ := net.SplitHostPort(addr); !net.ParseIP(host).IsLoopback() {
 			t.Errorf("listening on %s, not on loopback", addr)
 		}
@@ -123,6 +124,22 @@ func TestNoFlagsNoEnvironment(t *testing.T) {
 	}
 	if code, body := post(t, "http://"+a.httpAddr+"/orders/1", `{"amount_cents":1}`); code != http.StatusOK {
 		t.Errorf("create: %d %s", code, body)
+	}
+	// Its locks can be inspected on the embedded miniredis too (the reqlock
+	// command and Locker.Inspect), with the holder in the token.
+	lease, err := a.store.locker.Acquire(context.Background(), lockName("1"), core.Route("/test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.store.locker.Inspect(context.Background(), lockName("1"))
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].Token != lease.Token() || st.Holders[0].Holder.Route != "/test" {
+		t.Errorf("Inspect on the embedded miniredis = %+v, %v; want the lease's holder", st, err)
+	}
+	if names, _, err := a.store.locker.List(context.Background(), "order:", "", 10); err != nil || len(names) != 1 || names[0] != lockName("1") {
+		t.Errorf("List on the embedded miniredis = %v, %v; want [%s]", names, err, lockName("1"))
+	}
+	if err := lease.Release(context.Background()); err != nil {
+		t.Error(err)
 	}
 
 	env := map[string]string{"REDIS_ADDR": "redis.example:6379", "ETCD_ENDPOINTS": "etcd.example:2379"}
@@ -530,5 +547,22 @@ func TestWrongMethodIs405(t *testing.T) {
 	}
 	if n := a.acquires() - before; n != 0 {
 		t.Errorf("%d locks taken for requests without a route", n)
+	}
+}
+
+// TestBannerNamesTheReqlockCommand: the banner tells how to see the locks
+// from a shell, with the reqlock command's flag for this store.
+func TestBannerNamesTheReqlockCommand(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	srv := redistest.Start(t)
+	a, err := start(testConfig(srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	var banner strings.Builder
+	a.printUsage(&banner)
+	if want := "go run ./cmd/reqlock --store redis://" + srv.Addr() + " watch order:"; !strings.Contains(banner.String(), want) {
+		t.Errorf("banner lacks %q:\n%s", want, banner.String())
 	}
 }

@@ -49,6 +49,7 @@ func storeNames() string {
 type lockStore struct {
 	store   core.Store
 	where   string // for the banner
+	cli     string // the reqlock command's --store flag for it, for the banner
 	closers []func()
 }
 
@@ -88,7 +89,7 @@ func openStore(ctx context.Context, cfg Config) (_ *lockStore, err error) {
 		if err := client.Ping(ctx).Err(); err != nil {
 			return nil, fmt.Errorf("redis at %s: %w", addr, err)
 		}
-		ls.store = core.NewRedisStore(client)
+		ls.store, ls.cli = core.NewRedisStore(client), "--store redis://"+addr
 		ls.closers = append(ls.closers, closeStore(ls.store))
 	case "etcd":
 		client, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(addr, ","), DialTimeout: 5 * time.Second})
@@ -103,7 +104,7 @@ func openStore(ctx context.Context, cfg Config) (_ *lockStore, err error) {
 		if err != nil {
 			return nil, err
 		}
-		ls.store, ls.where = s, "etcd at "+addr
+		ls.store, ls.where, ls.cli = s, "etcd at "+addr, "--store etcd://"+addr
 		ls.closers = append(ls.closers, func() { _ = s.Close() })
 	case "zookeeper":
 		conn, events, err := zk.Connect(strings.Split(addr, ","), 10*time.Second, zk.WithLogInfo(false),
@@ -119,7 +120,7 @@ func openStore(ctx context.Context, cfg Config) (_ *lockStore, err error) {
 		if err != nil {
 			return nil, err
 		}
-		ls.store, ls.where = s, "zookeeper at "+addr
+		ls.store, ls.where, ls.cli = s, "zookeeper at "+addr, "--store zk://"+addr
 		ls.closers = append(ls.closers, closeStore(s))
 	case "postgres", "mysql":
 		driver := map[string]string{"postgres": "pgx", "mysql": "mysql"}[cfg.Store]
@@ -141,6 +142,7 @@ func openStore(ctx context.Context, cfg Config) (_ *lockStore, err error) {
 			return nil, fmt.Errorf("%s: %w", cfg.Store, err)
 		}
 		ls.store, ls.where = s, fmt.Sprintf("%s (table %s)", cfg.Store, s.Table())
+		ls.cli = "--table " + s.Table() + " (and " + storeEnv[cfg.Store] + " set, or --store URL)"
 		ls.closers = append(ls.closers, func() { _ = s.Close() })
 	case "memcached":
 		client := memcache.New(strings.Split(addr, ",")...)
@@ -152,7 +154,7 @@ func openStore(ctx context.Context, cfg Config) (_ *lockStore, err error) {
 		if err != nil {
 			return nil, err
 		}
-		ls.store, ls.where = s, "memcached at "+addr
+		ls.store, ls.where, ls.cli = s, "memcached at "+addr, "--store memcached://"+addr
 		ls.closers = append(ls.closers, closeStore(s))
 	default:
 		return nil, fmt.Errorf("-store %q: want one of %s", cfg.Store, storeNames())

@@ -2,7 +2,7 @@
 // endpoints never run twice at once for the same order, over HTTP (gin) and
 // gRPC alike, locked with reqlock's middleware and interceptor.
 //
-//	go run ./examples/orders            # serve on 127.0.0.1:8080 (HTTP) and 127.0.0.1:9090 (gRPC)
+//	go run ./examples/orders            # serve on 127.0.0.1:8080 (HTTP) and 127.0.0.1:9090 (gRPC), debug page on 127.0.0.1:6060
 //	go run ./examples/orders -demo      # fire concurrent duplicates at itself, print a table and the lock modes' figures, exit
 //	go run ./examples/orders -demo -telemetry=stdout   # ... and print its traces and metrics as JSON
 //	go run ./examples/orders -help      # every flag, and the environment variables they fall back to
@@ -45,6 +45,13 @@
 // It listens on the loopback interface only, so that nothing outside the
 // machine reaches it by default; -http and -grpc choose other addresses
 // (-http :8080 listens on every interface).
+//
+// Its admin port (-admin, default 127.0.0.1:6060, always on loopback; -admin
+// off for none) serves reqlock's live debug page (package lockdebug) at
+// http://127.0.0.1:6060/debug/reqlock/: the locks this process holds, with
+// their names and holders, the requests waiting for one, and a histogram of
+// the lock waits of the last five minutes; its JSON is at
+// /debug/reqlock/json.
 //
 // Traces and metrics go to an OpenTelemetry collector over OTLP when
 // OTEL_EXPORTER_OTLP_ENDPOINT is set, or each signal alone when
@@ -108,6 +115,9 @@ func defineFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.GRPCAddr, "grpc", cfg.GRPCAddr,
 		"gRPC listen address, host:port. The default listens on the loopback interface only; "+
 			"-grpc :9090 (or 0.0.0.0:9090) listens on every interface, port 0 picks a free one")
+	fs.StringVar(&cfg.AdminAddr, "admin", cfg.AdminAddr,
+		"admin listen address, host:port on the loopback interface only (port 0 picks a free one), or off: it serves "+
+			"reqlock's live debug page (who holds and waits for which lock) at "+debugPath)
 	fs.BoolVar(&cfg.Demo, "demo", false, "listen on free loopback ports, fire concurrent duplicate requests at the service, print a table, then the lock modes' figures "+
 		"(concurrent reads, a flash sale, crossing transfers), and exit")
 	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long a request waits for a busy order before it is answered 409 / Aborted")
@@ -122,13 +132,14 @@ func defineFlags(fs *flag.FlagSet, cfg *Config) {
 An orders service whose requests for one order never run at once, over
 HTTP and gRPC. With no flags and no environment, it serves
   HTTP on %s and gRPC on %s (loopback only),
+  the live debug page of its locks on http://%s/debug/reqlock/ (-admin),
 keeps its locks in an embedded Redis (miniredis) and prints curl commands
 to try it: orders (GETs share an order's lock, writes hold it alone),
 transfers between two orders (both locked at once) and a flash sale of
 item %s, stocked at start-up with %d units in %d segments (%d permits).
 
 Flags:
-`, defaultConfig().HTTPAddr, defaultConfig().GRPCAddr, flashSKU, flashPerSegment*itemSegments, itemSegments, itemSegments)
+`, defaultConfig().HTTPAddr, defaultConfig().GRPCAddr, defaultConfig().AdminAddr, flashSKU, flashPerSegment*itemSegments, itemSegments, itemSegments)
 		fs.PrintDefaults()
 	}
 }

@@ -26,7 +26,7 @@ import (
 
 func testConfig(redisAddr string) Config {
 	cfg := defaultConfig()
-	cfg.HTTPAddr, cfg.GRPCAddr, cfg.StoreAddr = "127.0.0.1:0", "127.0.0.1:0", redisAddr
+	cfg.HTTPAddr, cfg.GRPCAddr, cfg.AdminAddr, cfg.StoreAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", redisAddr
 	return cfg
 }
 
@@ -107,6 +107,14 @@ func TestServeHTTPAndGRPC(t *testing.T) {
 	a.printUsage(&usage)
 	if !strings.Contains(usage.String(), "curl -X POST http://"+a.httpAddr+"/orders/42") || !strings.Contains(usage.String(), a.grpcAddr+" orders.v1.Orders/Pay") {
 		t.Fatalf("usage does not show the real addresses:\n%s", usage.String())
+	}
+	if a.debugURL() == "" || !strings.Contains(usage.String(), a.debugURL()) {
+		t.Fatalf("usage does not show the debug page %q:\n%s", a.debugURL(), usage.String())
+	}
+	if resp, err := http.Get(a.debugURL() + "json"); err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("the debug page's JSON: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	conn, err := grpc.NewClient(a.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

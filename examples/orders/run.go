@@ -39,6 +39,7 @@ import (
 type Config struct {
 	HTTPAddr  string        // HTTP listen address
 	GRPCAddr  string        // gRPC listen address
+	AdminAddr string        // the admin port's listen address (the debug page), loopback only; "off" or "" for none
 	Store     string        // where the locks are kept: a key of storeEnv
 	StoreAddr string        // the store's address; "" with Store "redis" starts an embedded miniredis
 	Demo      bool          // run the demo on free loopback ports and exit
@@ -56,7 +57,7 @@ func defaultConfig() Config {
 	return Config{
 		// Loopback only: nothing outside the machine reaches a service
 		// started with no flags (-http and -grpc choose other addresses).
-		HTTPAddr: "127.0.0.1:8080", GRPCAddr: "127.0.0.1:9090", Store: "redis", Telemetry: "auto",
+		HTTPAddr: "127.0.0.1:8080", GRPCAddr: "127.0.0.1:9090", AdminAddr: "127.0.0.1:6060", Store: "redis", Telemetry: "auto",
 		Wait: 50 * time.Millisecond, Work: 20 * time.Millisecond,
 		ReadTimeout: 5 * time.Second, HandlerTimeout: 2 * time.Second, MaxBody: 64 << 10, TTL: 6 * time.Second,
 	}
@@ -72,13 +73,13 @@ func (cfg Config) check() error {
 		return fmt.Errorf("the lock TTL (%v) must be above the handler timeout (%v), or a slow handler outlives its lock",
 			cfg.TTL, cfg.HandlerTimeout)
 	}
-	return nil
+	return checkAdmin(cfg.AdminAddr)
 }
 
 // run serves until ctx ends, or runs the demo, writing to w.
 func run(ctx context.Context, cfg Config, w io.Writer) error {
 	if cfg.Demo {
-		cfg.HTTPAddr, cfg.GRPCAddr = "127.0.0.1:0", "127.0.0.1:0"
+		cfg.HTTPAddr, cfg.GRPCAddr, cfg.AdminAddr = "127.0.0.1:0", "127.0.0.1:0", "off"
 	}
 	a, err := start(cfg)
 	if err != nil {
@@ -118,14 +119,18 @@ func run(ctx context.Context, cfg Config, w io.Writer) error {
 type app struct {
 	cfg      Config
 	storeAt  string // where the locks are kept, for the banner
+	cli      string // the reqlock command's flags for the store, for the banner
 	store    *store
 	waits    *waits
 	httpSrv  *http.Server
 	grpcSrv  *grpc.Server
 	httpAddr string
 	grpcAddr string
-	failed   chan error // a server stopped on its own
-	closers  []func()
+	// adminAddr is where the admin port serves the debug page, "" with
+	// -admin off.
+	adminAddr string
+	failed    chan error // a server stopped on its own
+	closers   []func()
 }
 
 // start connects to the lock store (or starts miniredis), builds the Locker
@@ -134,7 +139,7 @@ func start(cfg Config) (_ *app, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	a := &app{cfg: cfg, failed: make(chan error, 2)}
+	a := &app{cfg: cfg, failed: make(chan error, 3)}
 	defer func() {
 		if err != nil {
 			a.close() // what was started before the failure
@@ -145,10 +150,18 @@ func start(cfg Config) (_ *app, err error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, ls.close)
-	a.storeAt = ls.where
+	a.storeAt, a.cli = ls.where, ls.cli
 	a.waits = &waits{}
+	observers := []core.Observer{lockotel.New(), a.waits}
+	page, err := newDebugPage(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if page != nil {
+		observers = append(observers, page)
+	}
 	locker := core.NewWithStore(ls.store, core.WithTTL(cfg.TTL), core.WithFencing(), core.WithWait(cfg.Wait),
-		core.WithSpin(2*time.Millisecond, 3*time.Millisecond), core.WithObservers(lockotel.New(), a.waits))
+		core.WithSpin(2*time.Millisecond, 3*time.Millisecond), core.WithObservers(observers...))
 	if err := locker.Err(); err != nil {
 		return nil, err
 	}
@@ -197,6 +210,11 @@ func start(cfg Config) (_ *app, err error) {
 		a.grpcSrv.GracefulStop()
 		<-grpcDone
 	})
+	if page != nil {
+		if err := a.serveAdmin(page); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
 
@@ -214,7 +232,7 @@ func (a *app) close() {
 func (a *app) printUsage(w io.Writer) {
 	h, g := "http://"+loopback(a.httpAddr), loopback(a.grpcAddr)
 	fmt.Fprintf(w, `orders: HTTP on %[1]s, gRPC on %[2]s; locks in %[3]s
-Requests for one order never run at once; a duplicate waits up to %[4]v, then gets 409 / Aborted.
+%[13]sRequests for one order never run at once; a duplicate waits up to %[4]v, then gets 409 / Aborted.
 Bodies are read whole (at most %[5]d bytes, within %[6]v) before the lock; a request has %[7]v, its lock a TTL of %[8]v.
 
 Try it with curl: create order 42, pay it twice at once (one pays, the other waits for the lock,
@@ -245,7 +263,23 @@ Or run "go run ./examples/orders -demo", which calls both transports itself.
 
 Ctrl-C stops it.
 `, h, g, a.storeAt, a.cfg.Wait, a.cfg.MaxBody, a.cfg.ReadTimeout, a.cfg.HandlerTimeout, a.cfg.TTL,
-		flashSKU, flashPerSegment*itemSegments, itemSegments, flashPerSegment)
+		flashSKU, flashPerSegment*itemSegments, itemSegments, flashPerSegment, a.debugLine()+a.cliLine())
+}
+
+// debugLine is the banner's line about the debug page, "" without one.
+func (a *app) debugLine() string {
+	if a.adminAddr == "" {
+		return ""
+	}
+	return "Who holds and waits for which lock, live (the admin port, loopback only): " + a.debugURL() + "\n"
+}
+
+// cliLine is the banner's line about the reqlock command.
+func (a *app) cliLine() string {
+	if a.cli == "" {
+		return ""
+	}
+	return "Who holds which lock, from a shell (the store's view, every process): go run ./cmd/reqlock " + a.cli + " watch order:\n"
 }
 
 // loopback turns a listen address like "[::]:8080" into one to call.

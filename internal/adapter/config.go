@@ -17,23 +17,25 @@ import (
 // same name here. The setters validate their argument and record a problem
 // (Invalid) instead of failing, so that NewFlow reports every problem at once.
 type Config[R any] struct {
-	ttl        time.Duration // per-route TTL; 0: the context's or the Locker's
-	wait       time.Duration // per-route wait budget, when waitSet
-	waitSet    bool          // 0 is a valid wait: one attempt
-	retryAfter time.Duration // Retry-After of a busy answer; 0: DefaultRetryAfter
-	failOpen   bool
-	maxBody    int64
-	ttlFunc    func(R) time.Duration
-	onFailOpen func(R, error)
-	onError    func(R, error)
-	onBusy     func(R, error)
-	skip       func(R) bool
-	mode       core.Mode    // the route's mode: WithShared, WithPermits
-	permits    int          // n of WithPermits
-	sharedIf   func(R) bool // shared when true, else exclusive: WithSharedReads, WithSharedIf
-	modeBy     string       // the option that chose the mode, "" for none
-	maxNames   int          // WithMaxNames; 0: keyfunc.DefaultMaxNames
-	problems   []string
+	ttl            time.Duration // per-route TTL; 0: the context's or the Locker's
+	wait           time.Duration // per-route wait budget, when waitSet
+	waitSet        bool          // 0 is a valid wait: one attempt
+	retryAfter     time.Duration // Retry-After of a busy answer; 0: DefaultRetryAfter
+	failOpen       bool
+	maxBody        int64
+	ttlFunc        func(R) time.Duration
+	onFailOpen     func(R, error)
+	onError        func(R, error)
+	onBusy         func(R, error)
+	skip           func(R) bool
+	mode           core.Mode    // the route's mode: WithShared, WithPermits
+	permits        int          // n of WithPermits
+	sharedIf       func(R) bool // shared when true, else exclusive: WithSharedReads, WithSharedIf
+	modeBy         string       // the option that chose the mode, "" for none
+	maxNames       int          // WithMaxNames; 0: keyfunc.DefaultMaxNames
+	reqIDHeader    string       // WithRequestIDHeader, when reqIDHeaderSet
+	reqIDHeaderSet bool         // "" is a valid header: none
+	problems       []string
 }
 
 // DefaultRetryAfter is the default Retry-After of a busy answer.

@@ -24,7 +24,10 @@
 // (RPCConfig.SetSharedMethods: the read methods shared) for RPC. A key
 // that yields several names (keyfunc.All, a "[*]" field) is taken with
 // core.Locker.AcquireAll; the handler finds its lease, and so its
-// Lease.Slot under WithPermits, with core.LeaseFromContext.
+// Lease.Slot under WithPermits, with core.LeaseFromContext. They re-export
+// WithRequestIDHeader (SetRequestIDHeader) too: the flow gives core the
+// request id of each request (core.RequestID) for the holder record of its
+// locks, read from that header or the W3C traceparent (RequestID).
 //
 // The RPC adapters (grpclock, connectlock, kratoslock) share more: RPC is
 // their flow, over calls (Call) that are refused with an error, and with
@@ -98,6 +101,7 @@ type Flow[R any] struct {
 	route  []core.CallOption // RouteTTL and RouteWait: the route's defaults
 	mode   core.CallOption   // Shared or Permits(n) for every request; nil: per request
 	shared core.CallOption   // core.Shared(), for the requests of sharedIf
+	reqID  string            // the request id header (WithRequestIDHeader), "" for none
 }
 
 // NewFlow checks an adapter's set-up and builds its flow. The error lists
@@ -132,7 +136,7 @@ func NewFlow[R any](pkg string, l *core.Locker, key keyfunc.Func, cfg *Config[R]
 		return nil, &setupError{msg: pkg + ": " + core.ErrInvalidOption.Error() + ": " + strings.Join(problems, "; "),
 			errs: []error{core.ErrInvalidOption, lockerErr}}
 	}
-	f := &Flow[R]{pkg: pkg, cfg: *cfg, locker: l, key: key, proto: p, shared: core.Shared()}
+	f := &Flow[R]{pkg: pkg, cfg: *cfg, locker: l, key: key, proto: p, shared: core.Shared(), reqID: cfg.requestIDHeader()}
 	switch cfg.mode {
 	case core.ModeShared:
 		f.mode = core.Shared()
@@ -211,7 +215,12 @@ func (f *Flow[R]) run(ctx context.Context, x R, lease *core.Lease, ok bool, next
 // WithTTLFunc's TTL (core.TTL) > core.ContextWithTTL on ctx > WithTTL
 // (core.RouteTTL) > the Locker's; core.ContextWithWait on ctx > WithWait
 // (core.RouteWait) > the Locker's. src.Route() labels the acquire
-// (core.Route).
+// (core.Route). The holder record of its locks (core.Holder) gets the
+// request id that an earlier middleware put on ctx
+// (core.ContextWithRequestID), else the request id of src (RequestID: the
+// header of WithRequestIDHeader, else the trace-id of the traceparent
+// header; given as core.RequestID), else the one the Locker's
+// core.WithRequestID source finds.
 //
 // It returns the lease and true when locked; nil and true when the store is
 // unavailable and the flow fails open (the request runs unlocked); nil and
@@ -223,7 +232,7 @@ func (f *Flow[R]) Lock(ctx context.Context, x R, src keyfunc.Source) (*core.Leas
 		f.refuse(x, Classify(err), err)
 		return nil, false
 	}
-	return f.lockNames(ctx, x, names, src.Route())
+	return f.lockNames(ctx, x, names, src)
 }
 
 // names derives the names of a request from src, with the error the
@@ -240,8 +249,8 @@ func (f *Flow[R]) names(src keyfunc.Source) ([]string, error) {
 }
 
 // lockNames is Lock once the names are known.
-func (f *Flow[R]) lockNames(ctx context.Context, x R, names []string, route string) (*core.Lease, bool) {
-	lease, err := f.acquire(ctx, x, names, route)
+func (f *Flow[R]) lockNames(ctx context.Context, x R, names []string, src keyfunc.Source) (*core.Lease, bool) {
+	lease, err := f.acquire(ctx, x, names, src)
 	switch o := core.Classify(err); {
 	case err == nil:
 		return lease, true
@@ -260,11 +269,16 @@ func (f *Flow[R]) lockNames(ctx context.Context, x R, names []string, route stri
 }
 
 // acquire takes names (one or more) with the call options of the route and
-// of x. A context cancelled once its deadline has passed is reported as
+// of x, labelled with src's route and request id. A context cancelled once its deadline has passed is reported as
 // context.DeadlineExceeded: servers cancel a call at its deadline (gRPC
 // closes the stream), and the deadline is then the cause that matters.
-func (f *Flow[R]) acquire(ctx context.Context, x R, names []string, route string) (*core.Lease, error) {
-	opts := append(f.route[:len(f.route):len(f.route)], core.Route(route))
+func (f *Flow[R]) acquire(ctx context.Context, x R, names []string, src keyfunc.Source) (*core.Lease, error) {
+	opts := append(f.route[:len(f.route):len(f.route)], core.Route(src.Route()))
+	if core.RequestIDFromContext(ctx) == "" { // else an earlier middleware's id wins, as core.ContextWithRequestID's
+		if id := RequestID(src, f.reqID); id != "" {
+			opts = append(opts, core.RequestID(id))
+		}
+	}
 	if f.cfg.ttlFunc != nil {
 		if ttl := f.cfg.ttlFunc(x); ttl > 0 {
 			opts = append(opts, core.TTL(ttl))

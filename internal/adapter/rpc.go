@@ -180,7 +180,7 @@ func (r *RPC) Stream(ctx context.Context, src func(msg any) keyfunc.Source, next
 		f.refuse(x, Classify(kerr), kerr)
 		return x.Err
 	}
-	lease, ok := f.lockNames(ctx, x, names, first.Route())
+	lease, ok := f.lockNames(ctx, x, names, first)
 	f.run(ctx, x, lease, ok, func(ctx context.Context) { err = next(ctx, nil) })
 	if x.Err != nil {
 		return x.Err

@@ -45,6 +45,9 @@ type Mode struct {
 	SharedReads bool          // WithSharedReads()
 	Permits     int           // WithPermits(Permits), when not 0
 	MaxNames    int           // WithMaxNames(MaxNames), when not 0
+	// RequestIDHeader gives WithRequestIDHeader(RequestIDHeader), when
+	// not "".
+	RequestIDHeader string
 }
 
 // Serve builds an adapter's handler of routes on the Locker l, or returns
@@ -68,7 +71,8 @@ const patience = 10 * time.Second
 // RunModes runs the lock-mode scenarios on a real redis-server (Shared)
 // against the handler that serve builds: shared reads beside exclusive
 // writes, numbered permits, keys of several names, crossing orders, and
-// the options' checks. Each adapter's tests call it with their Serve.
+// the options' checks, and the holder record of a request's lock (its
+// route and request id). Each adapter's tests call it with their Serve.
 func RunModes(t *testing.T, serve Serve) {
 	t.Run("SharedReads", func(t *testing.T) { sharedReads(t, serve) })
 	t.Run("Permits", func(t *testing.T) { permits(t, serve) })
@@ -76,6 +80,7 @@ func RunModes(t *testing.T, serve Serve) {
 	t.Run("CrossingOrders", func(t *testing.T) { crossingOrders(t, serve) })
 	t.Run("BadOptions", func(t *testing.T) { badOptions(t, serve) })
 	t.Run("NameBounds", func(t *testing.T) { nameBounds(t, serve) })
+	t.Run("HolderIdentity", func(t *testing.T) { holderIdentity(t, serve) })
 }
 
 // modeEnv builds a Locker that tells when Acquires begin, and the handler
@@ -560,6 +565,7 @@ func badOptions(t *testing.T, serve Serve) {
 		{Mode{Shared: true, Permits: 2}, "WithPermits(2): the route's lock mode is already chosen by WithShared"},
 		{Mode{Shared: true, SharedReads: true}, "WithSharedReads: the route's lock mode is already chosen by WithShared"},
 		{Mode{MaxNames: -1}, "WithMaxNames(-1): must be between 1 and"},
+		{Mode{RequestIDHeader: "X Request"}, `WithRequestIDHeader("X Request"): not a valid header name`},
 	} {
 		h, err := serve(t, env.Locker, []Route{{Methods: []string{http.MethodPost}, Path: "/x/{id}", Key: keyfunc.Param("id"), Mode: tc.mode, Handle: func(*http.Request) {}}})
 		if h != nil || !errors.Is(err, core.ErrInvalidOption) || !strings.Contains(err.Error(), tc.want) {

@@ -24,6 +24,9 @@ type RPCMode struct {
 	SharedOther bool          // WithSharedMethods(a method the scenarios never call)
 	Permits     int           // WithPermits(Permits), when not 0
 	MaxNames    int           // WithMaxNames(MaxNames), when not 0
+	// RequestIDHeader gives WithRequestIDHeader(RequestIDHeader), when
+	// not "".
+	RequestIDHeader string
 }
 
 // RPCRequest is one call of the scenarios of RunRPCModes.
@@ -116,13 +119,15 @@ func Concurrently(n int, f func(i int) error) []error {
 // RunRPCModes runs the lock-mode scenarios of an RPC adapter (grpclock,
 // connectlock, kratoslock) on a real redis-server (Shared) through r:
 // shared readers beside exclusive writers, shared methods, numbered
-// permits, and keys of several names. Each adapter's tests call it with
+// permits, keys of several names, and the holder record of a call's lock
+// (its method and request id). Each adapter's tests call it with
 // their glue; RunModes is the HTTP adapters' counterpart.
 func RunRPCModes(t *testing.T, r RPC) {
 	t.Run("SharedReadersOverlapWriterAlone", func(t *testing.T) { rpcSharedReaders(t, r) })
 	t.Run("SharedMethods", func(t *testing.T) { rpcSharedMethods(t, r) })
 	t.Run("Permits", func(t *testing.T) { rpcPermits(t, r) })
 	t.Run("SeveralNames", func(t *testing.T) { rpcSeveralNames(t, r) })
+	t.Run("HolderIdentity", func(t *testing.T) { rpcHolderIdentity(t, r) })
 }
 
 // rpcEnv is the Env of the scenarios whose calls wait their turn.
@@ -409,12 +414,13 @@ func rpcAllOrNone(t *testing.T, r RPC, tc RPCNameCase) {
 // which Of builds the options of an RPCMode and CheckBadOptions the bad
 // sets of options.
 type RPCOptions[O any] struct {
-	Wait          func(time.Duration) O
-	Shared        func() O
-	SharedMethods func(fullMethods ...string) O
-	SharedIfNil   O // WithSharedIf(nil)
-	Permits       func(int) O
-	MaxNames      func(int) O
+	Wait            func(time.Duration) O
+	Shared          func() O
+	SharedMethods   func(fullMethods ...string) O
+	SharedIfNil     O // WithSharedIf(nil)
+	Permits         func(int) O
+	MaxNames        func(int) O
+	RequestIDHeader func(string) O
 	// DoMethod is the full name of the method RPCRequests call (Do);
 	// OtherMethod one they never call.
 	DoMethod, OtherMethod string
@@ -441,6 +447,9 @@ func (o RPCOptions[O]) Of(m RPCMode) []O {
 	if m.MaxNames != 0 {
 		opts = append(opts, o.MaxNames(m.MaxNames))
 	}
+	if m.RequestIDHeader != "" {
+		opts = append(opts, o.RequestIDHeader(m.RequestIDHeader))
+	}
 	return opts
 }
 
@@ -459,6 +468,7 @@ func (o RPCOptions[O]) CheckBadOptions(t *testing.T, pkg string, check func(opts
 		{"WithShared(), WithPermits(2)", []O{o.Shared(), o.Permits(2)}},
 		{"WithPermits(0)", []O{o.Permits(0)}},
 		{"WithMaxNames(0)", []O{o.MaxNames(0)}},
+		{`WithRequestIDHeader("x id")`, []O{o.RequestIDHeader("x id")}},
 	} {
 		if err := check(bad.opts...); err == nil || !strings.HasPrefix(err.Error(), pkg+": ") {
 			t.Errorf("%s: Check = %v, want a %s error", bad.what, err, pkg)

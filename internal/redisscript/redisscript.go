@@ -3,7 +3,8 @@
 // stores/rueidis), so that both kinds of client can take and release the
 // same lock. Each script's file says what it does, its keys and arguments;
 // fence.lua and queue.lua are libraries put before the scripts that use
-// them.
+// them. inspect.lua and List (list.go) are the stores' view of their locks
+// for operators (lockstore.Inspector), read-only.
 package redisscript
 
 import (

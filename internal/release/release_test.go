@@ -87,12 +87,22 @@ func TestReleaseFromProxy(t *testing.T) {
 	run(t, filepath.Join(clone, "ginlock"), append(local, "GOWORK="+ownWork), "go", "vet", "./...")
 
 	proxy := t.TempDir()
-	var imports []string
+	var (
+		imports  []string
+		libs     []Module // modules with packages to import
+		commands []Module // modules of commands only (cmd/reqlock): installed, not imported
+	)
 	for _, m := range released {
 		serve(t, proxy, clone, m)
-		imports = append(imports, publicPackages(t, clone, m)...)
+		pkgs := publicPackages(t, clone, m)
+		if len(pkgs) == 0 {
+			commands = append(commands, m)
+		} else {
+			libs = append(libs, m)
+		}
+		imports = append(imports, pkgs...)
 	}
-	t.Logf("%d modules served, %d public packages", len(released), len(imports))
+	t.Logf("%d modules served, %d public packages, %d commands", len(released), len(imports), len(commands))
 
 	// The user's program, outside the repository.
 	prog := t.TempDir()
@@ -121,7 +131,7 @@ func TestReleaseFromProxy(t *testing.T) {
 		"GONOPROXY=", "GOPRIVATE=",
 	}
 	get := []string{"get"}
-	for _, m := range released {
+	for _, m := range libs {
 		get = append(get, m.Path+"@"+testVersion)
 	}
 	run(t, prog, env, "go", get...)
@@ -132,9 +142,18 @@ func TestReleaseFromProxy(t *testing.T) {
 	if strings.Contains(gomod, "replace") {
 		t.Errorf("the program's go.mod has a replace directive:\n%s", gomod)
 	}
-	for _, m := range released {
+	for _, m := range libs {
 		if !strings.Contains(gomod, m.Path+" "+testVersion) {
 			t.Errorf("the program's go.mod does not require %s %s:\n%s", m.Path, testVersion, gomod)
+		}
+	}
+	// A command installs as its users install it: go install PATH@VERSION,
+	// which takes the module's own go.mod and no replace.
+	for _, m := range commands {
+		bin := t.TempDir()
+		run(t, prog, append(env, "GOBIN="+bin), "go", "install", m.Path+"@"+testVersion)
+		if _, err := os.Stat(filepath.Join(bin, path.Base(m.Path))); err != nil {
+			t.Errorf("go install %s@%s: %v", m.Path, testVersion, err)
 		}
 	}
 }

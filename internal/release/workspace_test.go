@@ -20,6 +20,7 @@ func TestWorkspace(t *testing.T) {
 		"ginlock":          {"ginlock", ""},
 		"grpclock":         {"grpclock", "", "protokey"},
 		"stores/zookeeper": {"stores/zookeeper", ""},
+		"cmd/reqlock":      {"cmd/reqlock", "", "stores/etcd", "stores/memcached", "stores/sql", "stores/zookeeper"},
 	} {
 		data, err := Workspace(top, dir)
 		if err != nil {

@@ -3,7 +3,8 @@
 // (core.Notifier), failed releases finished in the background
 // (core.Undoer), the TTL etcd really holds (core.TTLRounder), shared holds
 // and numbered permits (core.Sharer) and several names in one transaction
-// (core.MultiAcquirer), for a Locker built with core.NewWithStore.
+// (core.MultiAcquirer), and lists and inspects its locks for operators
+// (lockstore.Inspector), for a Locker built with core.NewWithStore.
 //
 //	client, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 //	...
@@ -54,7 +55,7 @@
 //
 //	k\x00h/s/<token>      a shared hold (its value is the token)
 //	k\x00h/p/<n>/<slot>   slot 0..n-1 of Permits(n) (its value is the token)
-//	k\x00w                 the record of a waiting exclusive holder
+//	k\x00w                 the record of a waiting exclusive holder (its value is its token)
 //
 // (A lock key made of another's, a NUL byte and "h/..." would count as a
 // share of that lock: it could keep it busy, never let two holders in.)
@@ -108,6 +109,27 @@
 // (two with a new grant). Up to 64 keys (etcd refuses transactions of more
 // than 128 operations by default); more are core.ErrNotAtomic, and the
 // Locker takes them one by one.
+//
+// # Inspection
+//
+// The store is a lockstore.Inspector, for operators (core's Locker.List and
+// Inspect, the reqlock command): it only reads.
+//
+//   - List is one range read of at most limit etcd keys under the prefix,
+//     keys only, in key order (etcd returns ranges sorted by key, and a
+//     lock's companion keys sort right after it): a lock key is listed when
+//     it exists or a share key of it does, once; a waiter record alone is not
+//     held. The cursor is the last etcd key the page read (base64url): the
+//     next page reads on from it, so every page makes progress, and a page
+//     may list fewer keys than limit (a lock with many shares fills a page).
+//   - Inspect is one range read of the lock's key and its companion keys (k
+//     to k followed by 0x01), then a LeaseTimeToLive per distinct lease of
+//     its holders, up to 8 at a time and 256 in all (beyond that a holder's
+//     TTL is reported as 0, unknown). TTLs are etcd's whole seconds, counted
+//     by the leader. A holder's fence is its key's mod revision (the fence of
+//     its acquisition or of its last fenced Extend); etcd keeps no counter
+//     per key, so a free key's fence is 0. The waiting writer's token is the
+//     value of the waiter record. The store has no fair queue: no waiters.
 //
 // # Leases and round trips
 //

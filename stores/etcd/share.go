@@ -282,7 +282,8 @@ func (s *Store) ExtendShare(ctx context.Context, key, token string, ttl time.Dur
 // TryAcquireWaiting is part of core.Sharer: TryAcquire, whose transaction
 // also deletes key's waiter record when it takes key. When it fails because
 // shares of key are live, a second transaction puts the waiter record,
-// bound to a lease of patience (rounded up to whole seconds, as TTLs are):
+// bound to a lease of patience (rounded up to whole seconds, as TTLs are),
+// whose value is token (Inspect reports it as the key's Writer):
 // TryAcquireShare fails while it exists. Each waiting attempt puts it again,
 // on the lease of the last one, renewed in parallel (one round trip; two
 // with a new grant); a waiter that gives up lets it expire.
@@ -295,7 +296,7 @@ func (s *Store) TryAcquireWaiting(ctx context.Context, key, token string, ttl, p
 	start := time.Now()
 	_, l, err := s.txnWith(ctx, seconds(patience), func(secs int64) (lease, bool) { return s.waiterLease(wk, secs) },
 		func(id clientv3.LeaseID) clientv3.Op {
-			return clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpPut(wk, "", clientv3.WithLease(id))}, nil)
+			return clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpPut(wk, token, clientv3.WithLease(id))}, nil)
 		})
 	switch {
 	case errors.Is(err, errLeaseLost):

@@ -1,9 +1,12 @@
 // Package memcachedstore keeps reqlock's locks in memcached, through the
 // github.com/bradfitz/gomemcache client: a core.Store, with shared holds and
-// numbered permits (core.Sharer), for core.NewWithStore.
+// numbered permits (core.Sharer), that lists and inspects its locks for
+// operators (lockstore.Inspector), for core.NewWithStore.
 //
 //	client := memcache.New("127.0.0.1:11211")
-//	store, err := memcachedstore.New(client, memcachedstore.WithServerClock("127.0.0.1:11211"))
+//	store, err := memcachedstore.New(client,
+//		memcachedstore.WithServerClock("127.0.0.1:11211"),
+//		memcachedstore.WithServers("127.0.0.1:11211")) // for List and Inspect
 //	locker := core.NewWithStore(store, core.WithFencing())
 //
 // # How a lock works
@@ -146,6 +149,37 @@
 // "reqlock-sha256:" and the hex SHA-256 of the key; so is the fence
 // counter's key (the lock's key and ":fence"). Every client of a lock
 // derives the same key.
+//
+// # Inspection
+//
+// The store is a lockstore.Inspector (core's Locker.List and Inspect, the
+// reqlock command); it only reads. The items that are not locks (share
+// items, waiter records, fence counters) carry client flags of their own
+// (0x72716331), by which List tells them from locks, also when their keys
+// are hashed. The waiter record's value is the waiting writer's token.
+//
+//   - List: gomemcache cannot enumerate keys, so List sends each server of
+//     WithServers `lru_crawler metadump hash` on a connection of its own
+//     (memcached 1.6.9 or later walks its hash table in its LRU crawler's
+//     thread, without holding up requests; an older one, from 1.4.31, is
+//     asked for `lru_crawler metadump all`, a walk of its LRUs, which can
+//     miss an item that moves between LRUs during the walk). It keeps the
+//     keys under the prefix (memcached sends them URL-encoded), the limit
+//     smallest after the cursor (the last key the previous page
+//     considered), and checks with gets that each is a held lock (one gets
+//     of them, one of the share items of those that list shares). Every
+//     page dumps every item again: O(items in memcached) per page, fine for
+//     an operator's tool, not for a request path. A key hashed because
+//     memcached could not take it is listed by its item key
+//     ("reqlock-sha256:<hex>"), under a prefix of that.
+//   - Inspect: one gets of the lock's item, its waiter record and its fence
+//     counter, one of the share items of a list of shares (to keep the live
+//     ones), and, with WithServers, a meta get (`mg <key> t v`, memcached
+//     1.6) on a connection of its own for each holder item's TTL left: the
+//     item's TTL on memcached's clock less the two seconds the store adds
+//     to every TTL (0 in those two seconds, or without WithServers). The
+//     key's fence is its counter's value; a
+//     holder's own fence is unknown (0). There is no fair queue: no waiters.
 //
 // # Limits
 //

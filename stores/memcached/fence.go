@@ -76,7 +76,7 @@ func (s *Store) draw(ctx context.Context, key string, ttl time.Duration) (int64,
 			return 0, err
 		}
 		err = s.do(ctx, func() error {
-			return s.client.Add(&memcache.Item{Key: ck, Value: strconv.AppendInt(nil, now, 10), Expiration: exp})
+			return s.client.Add(&memcache.Item{Key: ck, Value: strconv.AppendInt(nil, now, 10), Flags: companionFlags, Expiration: exp})
 		})
 		switch {
 		case err == nil:

@@ -59,10 +59,11 @@ func newClient(t testing.TB, addr string) *memcache.Client {
 }
 
 // newStore returns a Store on its own client of the server at addr, timed
-// by that server's clock, closed when the test ends.
+// by that server's clock and told its address (for List and Inspect),
+// closed when the test ends.
 func newStore(t testing.TB, addr string, opts ...memcachedstore.Option) *memcachedstore.Store {
 	t.Helper()
-	return storeOn(t, newClient(t, addr), append([]memcachedstore.Option{memcachedstore.WithServerClock(addr)}, opts...)...)
+	return storeOn(t, newClient(t, addr), append([]memcachedstore.Option{memcachedstore.WithServerClock(addr), memcachedstore.WithServers(addr)}, opts...)...)
 }
 
 // storeOn returns a Store on client, closed when the test ends.

@@ -258,7 +258,7 @@ func (s *Store) TryAcquireShare(ctx context.Context, key, token string, ttl time
 			return false, 0, 0, nil
 		}
 		if err := s.do(ctx, func() error {
-			return s.client.Set(&memcache.Item{Key: sk, Value: []byte(token), Expiration: exp})
+			return s.client.Set(&memcache.Item{Key: sk, Value: []byte(token), Flags: companionFlags, Expiration: exp})
 		}); err != nil {
 			return fail(err)
 		}
@@ -313,7 +313,7 @@ func (s *Store) refreshShare(ctx context.Context, m, own *memcache.Item, list sh
 	if err != nil || !stored {
 		return false, err == nil, err
 	}
-	ok, err = s.cas(ctx, memcache.Item{Key: own.Key, Value: own.Value, Expiration: exp, CasID: own.CasID})
+	ok, err = s.cas(ctx, memcache.Item{Key: own.Key, Value: own.Value, Flags: own.Flags, Expiration: exp, CasID: own.CasID})
 	return ok, false, err
 }
 

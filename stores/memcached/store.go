@@ -23,6 +23,8 @@ type Store struct {
 	clock  func(ctx context.Context) (int64, error) // µs, for a new fence counter
 	undos  *undo.Queue
 	calls  group // calls that went on after their context ended
+
+	servers []string // the client's servers (WithServers), for the Inspector
 }
 
 var (
@@ -63,7 +65,7 @@ func New(client *memcache.Client, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{client: client, clock: localClock}
+	s := &Store{client: client, clock: localClock, servers: cfg.servers}
 	if cfg.clockAddr != "" {
 		addr := cfg.clockAddr
 		s.clock = func(ctx context.Context) (int64, error) { return s.serverClock(ctx, addr) }
@@ -81,6 +83,9 @@ func (s *Store) timeout() time.Duration {
 	return memcache.DefaultTimeout
 }
 
+// expirationMargin is what expiration adds to a TTL, in seconds.
+const expirationMargin = 2
+
 // expiration returns memcached's expiration for ttl: whole seconds, rounded
 // up, plus two. memcached's clock is whole seconds, updated by a timer about
 // once a second, so it lags real time by up to about two seconds, more when
@@ -90,7 +95,7 @@ func expiration(ttl time.Duration) (int32, error) {
 	if ttl <= 0 {
 		return 0, fmt.Errorf("memcachedstore: TTL %v: a TTL must be positive", ttl)
 	}
-	secs := (ttl+time.Second-1)/time.Second + 2
+	secs := (ttl+time.Second-1)/time.Second + expirationMargin
 	if secs > maxExpiration {
 		return 0, fmt.Errorf("memcachedstore: TTL %v: memcached takes TTLs of up to 30 days", ttl)
 	}
@@ -195,7 +200,7 @@ func (s *Store) takeHeld(ctx context.Context, key, k, token string, exp, wexp in
 				}
 				if !recorded {
 					if err := s.do(ctx, func() error {
-						return s.client.Set(&memcache.Item{Key: waiterKey(key), Expiration: wexp})
+						return s.client.Set(&memcache.Item{Key: waiterKey(key), Value: []byte(token), Flags: companionFlags, Expiration: wexp})
 					}); err != nil {
 						return false, err
 					}

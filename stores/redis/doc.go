@@ -197,6 +197,54 @@
 // the TTL. A quorum keeps no queue: core.WithFair is refused (see
 // Redlock.Check).
 //
+// # Inspection
+//
+// Store and Redlock are lockstore.Inspectors, for operators (core's
+// Locker.List and Locker.Inspect, the reqlock command): they read, and
+// change nothing.
+//
+// List walks the keyspace with SCAN cursor MATCH <prefix>* COUNT <room
+// left in the page>, never KEYS (which blocks the server for the whole
+// keyspace): the prefix's glob characters (* ? [ ] \) are escaped, so
+// that it matches only itself. A Cluster is walked master after master
+// (every shard of a Ring likewise), in the order of their addresses; the
+// cursor names the master and its SCAN cursor, and a cursor whose master
+// is no longer one (a failover) starts the walk over (keys may come
+// again; SCAN promises no more). The keys a SCAN returns are checked with
+// TYPE in one pipeline, as SCAN may return a key that expired since: a
+// lock key holds a string (a token, or the marker of shares) while held,
+// and is gone once free, so that a key only waiters queue for is not
+// listed. Companion keys are left out by the suffixes the store appends
+// (":fence", ":queue", ":waiters", ":shares", ":slots", ":writer"): a lock
+// key of one's own that ends with one of them is not listed either (a
+// core.Locker's keys end with "}"). A page holds at most limit keys: what
+// a SCAN returns beyond it is kept in the cursor. A key whose slot
+// migrates to a master already walked while a listing runs (a
+// resharding) may be missed by that listing.
+//
+// Inspect runs inspect.lua, a read-only script (EVAL_RO and EVALSHA_RO,
+// which the server refuses for a script that writes; EVAL on servers
+// before Redis 7.0), over the lock key and its companion keys, which share
+// its hash tag: one round trip, one instant of the server's clock (TIME).
+// It reports the exclusive holder's token and PTTL, or the live shares in
+// slot order with the TTL each has left, its slot and fence; the token of
+// the exclusive waiter that keeps new shares out; the live entries of the
+// fair queue, head first, with the TTL each asked for and the patience it
+// has left; and the fence counter (KeyState.Fence). An exclusive holder's
+// own Fence is 0: the counter holds the last fence drawn for the key,
+// which a holder without fencing did not draw.
+//
+// Redlock's List is the union of its nodes' listings, node after node: a
+// key that a node before holds too is left out, as it was listed with that
+// node; a key only a minority of nodes holds is listed too. A node that
+// cannot be listed is skipped while the others can still make a quorum.
+// Redlock's Inspect asks every node and reports the holders whose token a
+// quorum of nodes hold, each with the smallest TTL among them (the lock
+// lasts, as far as a quorum goes, until the first of them expires), and
+// the highest fence of the nodes; a holder whose quorum counts a node that
+// did not answer is not reported. Fewer answers than a quorum is a storage
+// error.
+//
 // # Limits
 //
 // Replication in Redis is asynchronous: a failover (Sentinel, Cluster) may

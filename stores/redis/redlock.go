@@ -41,7 +41,8 @@ func NewQuorum(stores ...lockstore.Store) *Redlock {
 
 // Redlock is a store that runs every operation on a majority of
 // independent nodes. It is a lockstore.Notifier when its nodes are Redis
-// stores, an Undoer, a Tuner and a Checker, and an io.Closer. It is no
+// stores, an Undoer, a Tuner and a Checker, an Inspector when its nodes
+// are (see List and Inspect), and an io.Closer. It is no
 // lockstore.Sharer (permit slots taken on each node apart would not agree
 // across a quorum) and no lockstore.MultiAcquirer: a Locker on it refuses
 // core.Shared and core.Permits with core.ErrInvalidOption, and takes the
@@ -183,6 +184,7 @@ type nodeResult struct {
 	ok    bool
 	fence int64
 	err   error
+	state lockstore.KeyState // the node's answer to Inspect
 	// running is set when the node had not answered by the time the outcome
 	// was decided: its call goes on in the background (until its deadline)
 	// and may still apply. It is then counted as a failure (err is

@@ -35,12 +35,16 @@ var (
 // Sentinel-managed master or a Cluster, all behind redis.UniversalClient
 // (see the package documentation). It is a lockstore.Store with every
 // capability but TTLRounder: Notifier, Queuer, FenceRaiser, Undoer,
-// FreeAcquirer, Sharer, MultiAcquirer, Tuner, Checker and io.Closer.
+// FreeAcquirer, Sharer, MultiAcquirer, Inspector, Tuner, Checker and
+// io.Closer.
 type Store struct {
 	client redis.UniversalClient
 	// noSetGet is set once the server rejected SET ... NX GET (servers before
 	// Redis 7.0); acquires then run acquire.lua instead.
 	noSetGet atomic.Bool
+	// noEvalRO is set once the server rejected EVAL_RO (servers before
+	// Redis 7.0); read-only scripts then run by EVAL (see runRO).
+	noEvalRO atomic.Bool
 	// cached holds, per script, whether it ran on this deployment already
 	// (see run). The map is read-only after New.
 	cached   map[*redis.Script]*atomic.Bool
@@ -79,7 +83,7 @@ func New(client redis.UniversalClient) *Store {
 		c.AddHook(s.dials)
 	}
 	for _, sc := range []*redis.Script{acquireScript.Script, acquireFencedScript, releaseScript.Script, extendScript, extendFencedScript, fenceFloorScript, enqueueScript.Script, dequeueScript, pollScript,
-		acquireShareScript, releaseShareScript, extendShareScript, acquireWaitingScript, acquireAllScript} {
+		acquireShareScript, releaseShareScript, extendShareScript, acquireWaitingScript, acquireAllScript, inspectScript} {
 		s.cached[sc] = new(atomic.Bool)
 	}
 	if c, ok := client.(interface{ ReloadState(context.Context) }); ok && client != nil && !isNilPointer(client) {

@@ -61,8 +61,23 @@
 //     several slots are refused with core.ErrNotAtomic before anything is
 //     sent, and the Locker takes them one by one.
 //
+//   - Inspection (the Store is a lockstore.Inspector, for core's
+//     Locker.List and Locker.Inspect and the reqlock command), as the
+//     go-redis store's and with its code (internal/redisscript): List
+//     walks the keyspace with SCAN MATCH <escaped prefix>* COUNT, never
+//     KEYS, on the server or on every master of a Cluster (CLUSTER SLOTS
+//     names them, walked in the order of their addresses), keeps the keys
+//     that hold a string now (a pipelined TYPE) and leaves out the
+//     companion keys by their suffixes; Inspect runs the read-only
+//     inspect.lua (EVAL_RO, EVAL on servers before Redis 7.0) in one
+//     round trip.
+//
 // The package documentation of stores/redis (redisstore) describes the
-// keys of shares and the multi-key acquire in full.
+// keys of shares, the multi-key acquire and inspection in full.
+//
+// A script's keys must share a Cluster slot: a lock key without a hash
+// tag, whose companion keys then hash apart, is refused with an error
+// on a Cluster (rueidis would panic building the command).
 //
 // Each is one round trip: an uncontended acquire and release take two,
 // with core.WithFair too. Scripts are sent by EVAL the first time and by

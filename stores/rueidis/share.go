@@ -175,19 +175,28 @@ func (s *Store) UndoShare(ctx context.Context, key, token string, ttl time.Durat
 func (s *Store) sweepShares(ctx context.Context, batch []*undo.Attempt) []undo.Outcome {
 	seen := &s.scripts[releaseShareScript]
 	sha := seen.Load()
-	cmds := make(rueidis.Commands, len(batch))
+	cmds := make(rueidis.Commands, 0, len(batch))
+	outcomes := make([]undo.Outcome, len(batch))
+	sent := make([]int, 0, len(batch)) // the attempts of cmds, by index in batch
 	for i, a := range batch {
 		keys, args := redisscript.ShareKeys(a.Key), s.releaseShareArgs(a.Key, a.Token)
+		if s.oneSlot(keys) != nil {
+			outcomes[i] = undo.Done // no script can run on its keys: nothing to undo by one
+			continue
+		}
+		sent = append(sent, i)
 		if sha {
-			cmds[i] = s.client.B().Evalsha().Sha1(releaseShareSHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+			cmds = append(cmds, s.client.B().Evalsha().Sha1(releaseShareSHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 		} else {
-			cmds[i] = s.client.B().Eval().Script(redisscript.ReleaseShare).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+			cmds = append(cmds, s.client.B().Eval().Script(redisscript.ReleaseShare).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 		}
 	}
+	if len(cmds) == 0 {
+		return outcomes
+	}
 	results := s.client.DoMulti(ctx, cmds...)
-	outcomes := make([]undo.Outcome, len(batch))
-	for i := range batch {
-		n, err := results[i].AsInt64()
+	for j, i := range sent {
+		n, err := results[j].AsInt64()
 		outcomes[i] = undoOutcome(n, err)
 		switch reply, isReply := rueidis.IsRedisErr(err); {
 		case err == nil && !sha:

@@ -25,7 +25,9 @@ import (
 // a standalone server, a Sentinel-managed master or a Cluster. It
 // implements core.Notifier, core.FenceRaiser, core.Queuer (the fair
 // queue of core.WithFair), core.Undoer, core.Sharer (core.Shared and
-// core.Permits) and core.MultiAcquirer (core.Locker.AcquireAll). Its methods are safe for concurrent use.
+// core.Permits), core.MultiAcquirer (core.Locker.AcquireAll) and
+// lockstore.Inspector (List, Inspect). Its methods are safe for concurrent
+// use.
 type Store struct {
 	client    rueidis.Client
 	ioTimeout time.Duration
@@ -34,6 +36,9 @@ type Store struct {
 	// noSetGet is set once the server rejected SET ... NX GET (servers
 	// before Redis 7.0); acquires then run acquire.lua instead.
 	noSetGet atomic.Bool
+	// noEvalRO is set once the server rejected EVAL_RO (servers before
+	// Redis 7.0); Inspect's script then runs by EVAL (see runRO).
+	noEvalRO atomic.Bool
 	scripts  [numScripts]atomic.Bool // whether each script ran on this deployment already (see run)
 	announce atomic.Bool             // Announce was called: releases publish
 
@@ -73,6 +78,7 @@ const (
 	extendShareScript
 	acquireWaitingScript
 	acquireAllScript
+	inspectScript
 	numScripts
 )
 
@@ -95,6 +101,7 @@ var scripts = [numScripts]struct {
 	extendShareScript:    {redisscript.ExtendShare, rueidis.NewLuaScript(redisscript.ExtendShare)},
 	acquireWaitingScript: {redisscript.AcquireWaiting, rueidis.NewLuaScript(redisscript.AcquireWaiting)},
 	acquireAllScript:     {redisscript.AcquireAll, rueidis.NewLuaScript(redisscript.AcquireAll)},
+	inspectScript:        {redisscript.Inspect, rueidis.NewLuaScript(redisscript.Inspect)},
 }
 
 // releaseSHA and releaseShareSHA are the SHA-1 of release.lua and
@@ -137,6 +144,9 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 // failed-over server, or another cluster master, has not cached it yet:
 // rueidis's Lua.Exec), as the go-redis store does.
 func (s *Store) run(ctx context.Context, id scriptID, keys []string, args ...string) rueidis.RedisResult {
+	if err := s.oneSlot(keys); err != nil {
+		return rueidis.NewErrorResult(err)
+	}
 	sc := &scripts[id]
 	if s.scripts[id].Load() {
 		return sc.lua.Exec(ctx, s.client, keys, args)
@@ -146,6 +156,21 @@ func (s *Store) run(ctx context.Context, id scriptID, keys []string, args ...str
 		s.scripts[id].Store(true)
 	}
 	return r
+}
+
+// errCrossSlot is the error of a script whose keys hash to several Cluster
+// slots: a lock key without a hash tag, whose companion keys (key +
+// ":fence", ...) then hash apart. rueidis panics when it builds such a
+// command; a core.Locker's keys always carry a hash tag.
+var errCrossSlot = errors.New("rueidisstore: the lock key and its companion keys hash to different Cluster slots: give the key a hash tag (prefix{name})")
+
+// oneSlot returns errCrossSlot, wrapped with keys[0], when the client is a
+// cluster client and keys hash to several slots; nil otherwise.
+func (s *Store) oneSlot(keys []string) error {
+	if len(keys) > 1 && s.client.Mode() == rueidis.ClientModeCluster && !redisscript.OneSlot(keys) {
+		return fmt.Errorf("%w (%s)", errCrossSlot, keys[0])
+	}
+	return nil
 }
 
 // ms formats d in milliseconds, as the scripts take TTLs.
@@ -375,19 +400,28 @@ func (s *Store) sweep(ctx context.Context, batch []*undo.Attempt) []undo.Outcome
 	seen := &s.scripts[releaseScript]
 	sha := seen.Load()
 	sc := &scripts[releaseScript]
-	cmds := make(rueidis.Commands, len(batch))
+	cmds := make(rueidis.Commands, 0, len(batch))
+	outcomes := make([]undo.Outcome, len(batch))
+	sent := make([]int, 0, len(batch)) // the attempts of cmds, by index in batch
 	for i, a := range batch {
+		if s.oneSlot(redisscript.Keys(a.Key)) != nil {
+			outcomes[i] = undo.Done // no script can run on its keys: nothing to undo by one
+			continue
+		}
+		sent = append(sent, i)
 		args := s.releaseArgs(a.Key, a.Token)
 		if sha {
-			cmds[i] = s.client.B().Evalsha().Sha1(releaseSHA).Numkeys(4).Key(redisscript.Keys(a.Key)...).Arg(args...).Build()
+			cmds = append(cmds, s.client.B().Evalsha().Sha1(releaseSHA).Numkeys(4).Key(redisscript.Keys(a.Key)...).Arg(args...).Build())
 		} else {
-			cmds[i] = s.client.B().Eval().Script(sc.src).Numkeys(4).Key(redisscript.Keys(a.Key)...).Arg(args...).Build()
+			cmds = append(cmds, s.client.B().Eval().Script(sc.src).Numkeys(4).Key(redisscript.Keys(a.Key)...).Arg(args...).Build())
 		}
 	}
+	if len(cmds) == 0 {
+		return outcomes
+	}
 	results := s.client.DoMulti(ctx, cmds...)
-	outcomes := make([]undo.Outcome, len(batch))
-	for i := range batch {
-		n, err := results[i].AsInt64()
+	for j, i := range sent {
+		n, err := results[j].AsInt64()
 		outcomes[i] = undoOutcome(n, err)
 		switch reply, isReply := rueidis.IsRedisErr(err); {
 		case err == nil && !sha:

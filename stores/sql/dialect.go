@@ -99,6 +99,9 @@ type queries struct {
 
 	// The statements of shares (shares.go).
 	shares shareQueries
+
+	// The statements of the Inspector (inspect.go).
+	inspect inspectQueries
 }
 
 // The PostgreSQL statements. Time is the database's: clock_timestamp(), the

@@ -250,6 +250,21 @@
 // Locker undoes the keys of an attempt that failed with an error (a commit
 // whose answer was lost may have taken them) through Undo.
 //
+// # Inspection
+//
+// The store is a lockstore.Inspector (core.Locker's List and Inspect, the
+// reqlock command). List is one SELECT of a range of the primary key
+// (from the prefix up to the first byte string past every name that
+// begins with it: no LIKE, whose '%' and '_' a prefix would have to
+// escape) of the rows held by a live token, an exclusive holder's or the
+// marker of live shares, by the database's clock, ORDER BY name LIMIT n;
+// the cursor is the last name of a full page. Inspect is one SELECT of the
+// name's lock row and share rows. Both are plain reads, without FOR UPDATE
+// or FOR SHARE: they never wait for a lock call nor make one wait. On
+// MySQL a name's fence is its row's, the last one drawn; PostgreSQL draws
+// the fences of every name of the table from one sequence, and Inspect
+// reports 0 there.
+//
 // # No push wake-ups, no queue
 //
 // The store implements neither core.Notifier nor core.Queuer: PostgreSQL's

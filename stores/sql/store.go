@@ -24,8 +24,9 @@ const MaxKeyLen = 1024
 const maxTokenLen = 255
 
 // Store is a core.Store on PostgreSQL or MySQL/MariaDB through database/sql,
-// and a core.Sharer and core.MultiAcquirer (shared holds, permits,
-// AcquireAll). Build it with New; it is safe for concurrent use. See the
+// a core.Sharer and core.MultiAcquirer (shared holds, permits, AcquireAll)
+// and a lockstore.Inspector (List and Inspect, inspect.go). Build it with
+// New; it is safe for concurrent use. See the
 // package doc for the tables and how each call works.
 type Store struct {
 	db      *sql.DB
@@ -95,7 +96,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		s.q = queries{
 			acquire: f(pgAcquire), release: f(pgRelease), extend: f(pgExtend),
 			undo: f(pgUndo), purge: f(pgPurge), check: f(pgCheck),
-			shares: pgShareQueries(f),
+			shares: pgShareQueries(f), inspect: pgInspectQueries(f),
 		}
 	case MySQL:
 		share := cfg.dialect.quote(cfg.table + shareSuffix)
@@ -103,7 +104,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		s.q = queries{
 			acquire: f(mysqlAcquire), release: f(mysqlRelease), extend: f(mysqlExtend),
 			undo: f(mysqlUndo), purge: f(mysqlPurge), check: f(mysqlCheck),
-			shares: mysqlShareQueries(f),
+			shares: mysqlShareQueries(f), inspect: mysqlInspectQueries(f),
 		}
 		s.stmts = &stmtCache{db: db, stmts: make(map[string]*sql.Stmt)}
 	}

@@ -112,9 +112,10 @@
 //     holders kept their permits).
 //   - Writers do not starve: TryAcquireWaiting, when live shares keep it
 //     out, writes the key's exclusive waiter's record, an EPHEMERAL node
-//     "w" beside the queue with its patience as TTL. There is one record
-//     per key, not per token (a Locker draws a token per attempt): each
-//     waiting attempt resets it. While it is live no new share holds, also
+//     "w" beside the queue with its patience as TTL (and the token of the
+//     attempt that wrote it last). There is one record per key, not per
+//     token (a Locker draws a token per attempt): each waiting attempt
+//     resets it. While it is live no new share holds, also
 //     after the shares have drained, until a waiter takes the key and
 //     deletes it, or it dies after the patience of the last attempt that
 //     wrote it.
@@ -184,6 +185,21 @@
 // read the lowest node), one or two more when a waiter's node must be made
 // again; a grant takes one after the release's watch event, and a waiter's
 // Dequeue one.
+//
+// # Inspection
+//
+// The store is a lockstore.Inspector (core.Locker's List and Inspect, the
+// reqlock command): List reads the names of the root's children, unescapes
+// them and keeps the keys under a prefix (ZooKeeper has no paged listing of
+// children: each page reads them all, and judges at most its limit of
+// keys); Inspect reads a key's children and their nodes in two round
+// trips. Both judge the nodes as a contender does, by the server's clock,
+// and delete nothing: a holder whose TTL ran out holds nothing, even
+// before the next contender deletes its node. Fences are zxids and a
+// holder's is not kept as such: a key's Fence is the highest zxid a fence
+// can have been drawn from. A store that has not written for 30 seconds
+// learns the server's clock again with a write that changes no lock, queue
+// or fence (the root node's unused data); see Store.Inspect.
 //
 // # Limits
 //

@@ -118,9 +118,26 @@ func ttlMillis(ttl time.Duration) int64 {
 
 // decodeTTL reads a node's TTL in milliseconds; ok is false for data that
 // is not a TTL (a node that never expires by time, only with its session).
+// What follows the TTL after a space (the token in an exclusive waiter's
+// record, recordData) is not part of it.
 func decodeTTL(data []byte) (ms int64, ok bool) {
-	ms, err := strconv.ParseInt(string(data), 10, 64)
+	ttl, _, _ := strings.Cut(string(data), " ")
+	ms, err := strconv.ParseInt(ttl, 10, 64)
 	return ms, err == nil && ms > 0
+}
+
+// recordData is the data of an exclusive waiter's record (waiterName): its
+// patience as a TTL, a space and the token of the attempt that wrote it
+// last, for an Inspector (Writer).
+func recordData(patience time.Duration, token string) []byte {
+	return append(append(encodeTTL(patience), ' '), token...)
+}
+
+// recordToken returns the token in the data of an exclusive waiter's
+// record, "" if it has none.
+func recordToken(data []byte) string {
+	_, token, _ := strings.Cut(string(data), " ")
+	return token
 }
 
 // expired reports whether a node last written at mtime with data is dead at
@@ -150,7 +167,8 @@ const (
 // waiterName is the name of a key's exclusive waiter's record
 // (TryAcquireWaiting), a node that is no contender: one per key, whichever
 // waiters and attempts write it, as the record is the key's, not a token's
-// (a Locker draws a token per attempt).
+// (a Locker draws a token per attempt). Its data (recordData) is its
+// patience and the token of the attempt that wrote it last.
 const waiterName = "w"
 
 // shareName is what the name of a share's node says.

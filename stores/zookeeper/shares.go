@@ -437,7 +437,7 @@ func (s *Store) ExtendShare(ctx context.Context, key, token string, ttl time.Dur
 // before (core.Sharer). When live shares keep it out (the live node ahead
 // of its attempt was a share), it writes the key's exclusive waiter's
 // record: an EPHEMERAL node "w" beside the queue holding patience as its
-// TTL, which keeps new shares out (TryAcquireShare) until it expires,
+// TTL (and token, for an Inspector's Writer), which keeps new shares out (TryAcquireShare) until it expires,
 // patience after the last attempt that wrote it, or an exclusive waiter
 // takes the key and deletes it. The record is the key's, not the
 // token's: every waiting attempt, of any token (a Locker draws one per
@@ -460,7 +460,7 @@ func (s *Store) TryAcquireWaiting(ctx context.Context, key, token string, ttl, p
 	case ok && !saw.noRecord:
 		s.clearWaiting(ctx, key, patience)
 	case !ok && saw.byShare:
-		if err := s.markWaiting(ctx, key, patience, !saw.noRecord); err != nil {
+		if err := s.markWaiting(ctx, key, token, patience, !saw.noRecord); err != nil {
 			return false, 0, wrap("acquire waiting", key, err)
 		}
 	}
@@ -479,13 +479,14 @@ func (s *Store) clearWaiting(ctx context.Context, key string, patience time.Dura
 }
 
 // markWaiting writes key's exclusive waiter's record with patience as its
-// TTL: it resets the record's data, which makes its mtime the server's
-// time of the write, or creates it when there is none. exists says which
-// to try first (what the attempt's listing showed).
-func (s *Store) markWaiting(ctx context.Context, key string, patience time.Duration, exists bool) error {
+// TTL and token as the attempt that wrote it last: it resets the record's
+// data, which makes its mtime the server's time of the write, or creates
+// it when there is none. exists says which to try first (what the
+// attempt's listing showed).
+func (s *Store) markWaiting(ctx context.Context, key, token string, patience time.Duration, exists bool) error {
 	dir := s.dir(key)
 	p := dir + "/" + waiterName
-	data := encodeTTL(patience)
+	data := recordData(patience, token)
 	set := func() error {
 		_, err := call(ctx, func() (*zk.Stat, error) { return s.conn.Set(p, data, -1) })
 		return err

@@ -19,8 +19,8 @@ import (
 
 // Store keeps reqlock's locks in ZooKeeper. It implements core.Store,
 // core.Notifier, core.Queuer, core.Undoer, core.Sharer (shared holds and
-// permits), core.MultiAcquirer (several keys at once) and io.Closer; build
-// it with New.
+// permits), core.MultiAcquirer (several keys at once), lockstore.Inspector
+// (List and Inspect, inspect.go) and io.Closer; build it with New.
 type Store struct {
 	conn    *zk.Conn
 	root    string // "" for "/"
@@ -36,6 +36,9 @@ type Store struct {
 	// skew is the server's clock minus this process's, in milliseconds, as
 	// last seen in the reply to a write; Watch uses it to time expiries.
 	skew atomic.Int64
+	// skewAt is when skew was last learned, in this process's UnixNano; 0:
+	// never (inspect.go learns it then).
+	skewAt atomic.Int64
 
 	mu      sync.Mutex
 	closed  bool
@@ -211,6 +214,7 @@ func (s *Store) learnSkew(server int64, sent time.Time) {
 	now := time.Now()
 	mid := sent.Add(now.Sub(sent) / 2)
 	s.skew.Store(server - mid.UnixMilli())
+	s.skewAt.Store(now.UnixNano())
 }
 
 // TryAcquire is the acquire of Curator's InterProcessMutex recipe, with
