@@ -227,30 +227,33 @@ func (f *Flow[R]) run(ctx context.Context, x R, lease *core.Lease, ok bool, next
 // false when the request was refused, after answering it: custom handlers
 // first (never for a gone client), else the Protocol's Answer.
 func (f *Flow[R]) Lock(ctx context.Context, x R, src keyfunc.Source) (*core.Lease, bool) {
-	names, err := f.names(src)
+	name, names, err := f.names(src)
 	if err != nil {
 		f.refuse(x, Classify(err), err)
 		return nil, false
 	}
-	return f.lockNames(ctx, x, names, src)
+	return f.lockNames(ctx, x, name, names, src)
 }
 
-// names derives the names of a request from src, with the error the
-// request is refused with.
-func (f *Flow[R]) names(src keyfunc.Source) ([]string, error) {
-	names, err := f.key.Names(src, f.cfg.maxNames)
+// names derives the names of a request from src (keyfunc.Func.Derive: the
+// one name of most keys, names nil, without a slice to hold it; or the
+// several names of a key that yields several), with the error the request
+// is refused with.
+func (f *Flow[R]) names(src keyfunc.Source) (string, []string, error) {
+	name, names, err := f.key.Derive(src, f.cfg.maxNames)
 	if f.proto.Explain != nil {
 		err = f.proto.Explain(src, err)
 	}
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	return names, nil
+	return name, names, nil
 }
 
-// lockNames is Lock once the names are known.
-func (f *Flow[R]) lockNames(ctx context.Context, x R, names []string, src keyfunc.Source) (*core.Lease, bool) {
-	lease, err := f.acquire(ctx, x, names, src)
+// lockNames is Lock once the names are known: name alone when names is
+// nil, else names.
+func (f *Flow[R]) lockNames(ctx context.Context, x R, name string, names []string, src keyfunc.Source) (*core.Lease, bool) {
+	lease, err := f.acquire(ctx, x, name, names, src)
 	switch o := core.Classify(err); {
 	case err == nil:
 		return lease, true
@@ -268,11 +271,11 @@ func (f *Flow[R]) lockNames(ctx context.Context, x R, names []string, src keyfun
 	}
 }
 
-// acquire takes names (one or more) with the call options of the route and
+// acquire takes name, or names when not nil, with the call options of the route and
 // of x, labelled with src's route and request id. A context cancelled once its deadline has passed is reported as
 // context.DeadlineExceeded: servers cancel a call at its deadline (gRPC
 // closes the stream), and the deadline is then the cause that matters.
-func (f *Flow[R]) acquire(ctx context.Context, x R, names []string, src keyfunc.Source) (*core.Lease, error) {
+func (f *Flow[R]) acquire(ctx context.Context, x R, name string, names []string, src keyfunc.Source) (*core.Lease, error) {
 	opts := append(f.route[:len(f.route):len(f.route)], core.Route(src.Route()))
 	if core.RequestIDFromContext(ctx) == "" { // else an earlier middleware's id wins, as core.ContextWithRequestID's
 		if id := RequestID(src, f.reqID); id != "" {
@@ -292,9 +295,12 @@ func (f *Flow[R]) acquire(ctx context.Context, x R, names []string, src keyfunc.
 	}
 	var lease *core.Lease
 	var err error
-	if len(names) == 1 {
+	switch {
+	case names == nil:
+		lease, err = f.locker.Acquire(ctx, name, opts...)
+	case len(names) == 1:
 		lease, err = f.locker.Acquire(ctx, names[0], opts...)
-	} else {
+	default:
 		lease, err = f.locker.AcquireAll(ctx, names, opts...)
 	}
 	if errors.Is(err, context.Canceled) {
