@@ -39,9 +39,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/reqlock/reqlock/core"
@@ -102,6 +104,34 @@ type Flow[R any] struct {
 	mode   core.CallOption   // Shared or Permits(n) for every request; nil: per request
 	shared core.CallOption   // core.Shared(), for the requests of sharedIf
 	reqID  string            // the request id header (WithRequestIDHeader), "" for none
+	// routes are the core.Route options of the route labels seen so far
+	// (at most maxRouteOptions), so that a request does not build one:
+	// copied on write, read without a lock.
+	routes atomic.Pointer[map[string]core.CallOption]
+}
+
+// maxRouteOptions bounds the route labels whose core.Route option a Flow
+// keeps: labels are low-cardinality (route templates, gRPC methods), and
+// one made of a client's input past that bound costs its request one
+// allocation, not the Flow's memory.
+const maxRouteOptions = 256
+
+// routeOption returns core.Route(label), made once per label.
+func (f *Flow[R]) routeOption(label string) core.CallOption {
+	for {
+		old := f.routes.Load()
+		if o, ok := (*old)[label]; ok {
+			return o
+		}
+		if len(*old) >= maxRouteOptions {
+			return core.Route(label)
+		}
+		next := maps.Clone(*old)
+		next[label] = core.Route(label)
+		if f.routes.CompareAndSwap(old, &next) {
+			return next[label]
+		}
+	}
 }
 
 // NewFlow checks an adapter's set-up and builds its flow. The error lists
@@ -137,6 +167,7 @@ func NewFlow[R any](pkg string, l *core.Locker, key keyfunc.Func, cfg *Config[R]
 			errs: []error{core.ErrInvalidOption, lockerErr}}
 	}
 	f := &Flow[R]{pkg: pkg, cfg: *cfg, locker: l, key: key, proto: p, shared: core.Shared(), reqID: cfg.requestIDHeader()}
+	f.routes.Store(&map[string]core.CallOption{})
 	switch cfg.mode {
 	case core.ModeShared:
 		f.mode = core.Shared()
@@ -276,7 +307,10 @@ func (f *Flow[R]) lockNames(ctx context.Context, x R, name string, names []strin
 // context.DeadlineExceeded: servers cancel a call at its deadline (gRPC
 // closes the stream), and the deadline is then the cause that matters.
 func (f *Flow[R]) acquire(ctx context.Context, x R, name string, names []string, src keyfunc.Source) (*core.Lease, error) {
-	opts := append(f.route[:len(f.route):len(f.route)], core.Route(src.Route()))
+	// At most six options (the route's two, Route, RequestID, TTL, a
+	// mode), on the stack: Acquire and AcquireAll keep no slice of them.
+	var buf [6]core.CallOption
+	opts := append(append(buf[:0], f.route...), f.routeOption(src.Route()))
 	if core.RequestIDFromContext(ctx) == "" { // else an earlier middleware's id wins, as core.ContextWithRequestID's
 		if id := RequestID(src, f.reqID); id != "" {
 			opts = append(opts, core.RequestID(id))
