@@ -43,6 +43,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -231,8 +232,8 @@ func (f *Flow[R]) run(ctx context.Context, x R, lease *core.Lease, ok bool, next
 		next(ctx)
 		return
 	}
-	held, stop := Hold(ctx, lease)
-	defer f.Release(held, x, lease, stop)
+	held := hold(ctx, lease)
+	defer f.Release(held, x, lease, held.stop)
 	next(held)
 }
 
@@ -425,15 +426,44 @@ var ErrLost = fmt.Errorf("%w: the request's lease was lost (its TTL ran out or t
 // reports the loss, before the watch's goroutine has run. Contexts derived
 // from it learn of the loss from the watch.
 func Hold(ctx context.Context, lease *core.Lease) (context.Context, func()) {
+	held := hold(ctx, lease)
+	return held, held.stop
+}
+
+// hold is Hold, with the watch in the context itself: the Flow calls its
+// stop method, which costs no closure and no channel of its own.
+func hold(ctx context.Context, lease *core.Lease) *heldContext {
 	ctx, cancel := context.WithCancelCause(core.ContextWithLease(ctx, lease))
-	return &heldContext{Context: ctx, lease: lease, cancel: cancel}, Watch(ctx, lease, cancel)
+	held := &heldContext{Context: ctx, lease: lease, cancel: cancel}
+	held.watching.Add(1)
+	go held.watch()
+	return held
 }
 
 // heldContext is the request's context of Hold.
 type heldContext struct {
-	context.Context // the cancel-cause context that Watch cancels
+	context.Context // the cancel-cause context that the watch cancels
 	lease           *core.Lease
 	cancel          context.CancelCauseFunc
+	watching        sync.WaitGroup // the watch's goroutine, until it ends
+}
+
+// watch cancels the context with cause ErrLost when the lease's Done
+// closes, until the context is cancelled (stop), as Watch does.
+func (c *heldContext) watch() {
+	defer c.watching.Done()
+	select {
+	case <-c.lease.Done():
+		c.cancel(ErrLost)
+	case <-c.Context.Done():
+	}
+}
+
+// stop cancels the context and returns once the watch has ended, as the
+// function of Watch does.
+func (c *heldContext) stop() {
+	c.cancel(context.Canceled)
+	c.watching.Wait()
 }
 
 func (c *heldContext) Done() <-chan struct{} {
