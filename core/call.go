@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -92,16 +93,27 @@ func CheckCallOptions(opts ...CallOption) error {
 	return err
 }
 
+// callConfigs are the callConfigs that readCallOptions applies options to:
+// an option is a function given a *callConfig, so a callConfig of its own
+// would escape to the heap on every Acquire with options (every request of
+// an adapter). No option keeps the pointer: they are core's.
+var callConfigs = sync.Pool{New: func() any { return new(callConfig) }}
+
 // readCallOptions applies opts to a callConfig and returns it with the first
 // error they report.
 func readCallOptions(opts []CallOption) (callConfig, error) {
-	var c callConfig
+	p := callConfigs.Get().(*callConfig)
+	*p = callConfig{}
 	for i, opt := range opts {
 		if opt == nil {
+			callConfigs.Put(p)
 			return callConfig{}, fmt.Errorf("%w: call option %d is nil", ErrInvalidOption, i)
 		}
-		opt(&c)
+		opt(p)
 	}
+	c := *p
+	*p = callConfig{} // holds no strings of the call's while pooled
+	callConfigs.Put(p)
 	return c, c.err
 }
 
@@ -117,7 +129,7 @@ func readCallOptions(opts []CallOption) (callConfig, error) {
 // default; then the Locker's.
 func (l *Locker) resolve(ctx context.Context, opts []CallOption) (p callParams, err error) {
 	var c callConfig
-	if len(opts) > 0 { // the options escape: without any, c stays on the stack
+	if len(opts) > 0 { // without any, no pooled callConfig is taken
 		if c, err = readCallOptions(opts); err != nil {
 			return callParams{}, err
 		}

@@ -3,6 +3,8 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,4 +211,53 @@ func TestPerRequestWaitLengthensTheBudget(t *testing.T) {
 		t.Fatalf("a per-request wait longer than the Locker's did not wait: %v", err)
 	}
 	_ = lease.Release(context.Background())
+}
+
+// TestContextWithLeaseIsAContext: the context of ContextWithLease is one
+// allocation; it carries the leases innermost first and its parent's
+// values, deadline and cancellation, and a context.WithCancelCause on top
+// of it is cancelled with its parent, cause and all.
+func TestContextWithLeaseIsAContext(t *testing.T) {
+	l := core.NewWithStore(grantAll{})
+	defer l.Close()
+	bg := context.Background()
+	a, err := l.Acquire(bg, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release(bg)
+	b, err := l.Acquire(bg, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(bg)
+	type key struct{}
+	parent, cancel := context.WithCancelCause(context.WithValue(bg, key{}, "v"))
+	if n := testing.AllocsPerRun(100, func() { _ = core.ContextWithLease(parent, a) }); n != 1 {
+		t.Errorf("ContextWithLease allocates %v times, want 1", n)
+	}
+	ctx := core.ContextWithLease(core.ContextWithLease(parent, a), b)
+	if core.LeaseFromContext(ctx) != b || core.LeaseFromContext(core.ContextWithLease(parent, a)) != a || ctx.Value(key{}) != "v" {
+		t.Fatal("the leases or the parent's value are not found")
+	}
+	if nested, err := l.Acquire(ctx, "a"); err != nil || nested.Token() != a.Token() {
+		t.Fatalf("the outer lease of a is not found under b's: %v", err)
+	} else {
+		_ = nested.Release(bg)
+	}
+	child, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	cause := errors.New("gone")
+	cancel(cause)
+	select {
+	case <-child.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a context derived from it is not cancelled with its parent")
+	}
+	if context.Cause(child) != cause || ctx.Err() != context.Canceled {
+		t.Fatalf("cause %v, err %v", context.Cause(child), ctx.Err())
+	}
+	if s := fmt.Sprint(ctx); !strings.HasSuffix(s, ".WithLease(a).WithLease(b)") {
+		t.Errorf("String: %s", s)
+	}
 }

@@ -54,13 +54,33 @@ type ArraySource interface {
 // A key that yields one name runs once, on s itself, as a plain Func does;
 // only one that yields several runs again, on a Source that wraps s.
 func (f Func) Names(s Source, max int) ([]string, error) {
-	name, err := f(s)
+	name, names, err := f.Derive(s, max)
+	if err == nil && names == nil {
+		return []string{name}, nil
+	}
+	return names, err
+}
+
+// Derive is Names for a caller that takes one name apart from several, as
+// the adapters do on every request: a key that yields one name returns it
+// as name, with names nil, without the slice Names puts it in; a key that
+// yields several returns them as names, with name "". Its bound and errors
+// are Names's.
+func (f Func) Derive(s Source, max int) (name string, names []string, err error) {
+	name, err = f(s)
 	switch {
 	case err == nil:
-		return []string{name}, nil
+		return name, nil, nil
 	case !errors.Is(err, ErrMultiple):
-		return nil, err
+		return "", nil, err
 	}
+	names, err = f.several(s, max)
+	return "", names, err
+}
+
+// several is Names for a key that yields several names (its plain run on s
+// failed with ErrMultiple).
+func (f Func) several(s Source, max int) ([]string, error) {
 	if max <= 0 {
 		max = DefaultMaxNames
 	}

@@ -62,15 +62,31 @@ func Template(t string) (Func, error) {
 		}
 	}
 	tail := lit.String()
+	if len(segs) == 1 && segs[0].lit == "" && tail == "" { // "{field.id}": the part is the name
+		return segs[0].f, nil
+	}
+	size := len(tail)
+	for _, seg := range segs {
+		size += len(seg.lit)
+	}
 	return func(s Source) (string, error) {
-		var b strings.Builder
+		// The parts first, so that the name is built in one allocation
+		// of its exact size.
+		var buf [4]string
+		vals, n := buf[:0], size
 		for _, seg := range segs {
 			v, err := seg.f(s)
 			if err != nil {
 				return "", err
 			}
+			vals = append(vals, v)
+			n += len(v)
+		}
+		var b strings.Builder
+		b.Grow(n)
+		for i, seg := range segs {
 			b.WriteString(seg.lit)
-			b.WriteString(v)
+			b.WriteString(vals[i])
 		}
 		b.WriteString(tail)
 		return b.String(), nil

@@ -39,9 +39,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reqlock/reqlock/core"
@@ -102,6 +105,34 @@ type Flow[R any] struct {
 	mode   core.CallOption   // Shared or Permits(n) for every request; nil: per request
 	shared core.CallOption   // core.Shared(), for the requests of sharedIf
 	reqID  string            // the request id header (WithRequestIDHeader), "" for none
+	// routes are the core.Route options of the route labels seen so far
+	// (at most maxRouteOptions), so that a request does not build one:
+	// copied on write, read without a lock.
+	routes atomic.Pointer[map[string]core.CallOption]
+}
+
+// maxRouteOptions bounds the route labels whose core.Route option a Flow
+// keeps: labels are low-cardinality (route templates, gRPC methods), and
+// one made of a client's input past that bound costs its request one
+// allocation, not the Flow's memory.
+const maxRouteOptions = 256
+
+// routeOption returns core.Route(label), made once per label.
+func (f *Flow[R]) routeOption(label string) core.CallOption {
+	for {
+		old := f.routes.Load()
+		if o, ok := (*old)[label]; ok {
+			return o
+		}
+		if len(*old) >= maxRouteOptions {
+			return core.Route(label)
+		}
+		next := maps.Clone(*old)
+		next[label] = core.Route(label)
+		if f.routes.CompareAndSwap(old, &next) {
+			return next[label]
+		}
+	}
 }
 
 // NewFlow checks an adapter's set-up and builds its flow. The error lists
@@ -137,6 +168,7 @@ func NewFlow[R any](pkg string, l *core.Locker, key keyfunc.Func, cfg *Config[R]
 			errs: []error{core.ErrInvalidOption, lockerErr}}
 	}
 	f := &Flow[R]{pkg: pkg, cfg: *cfg, locker: l, key: key, proto: p, shared: core.Shared(), reqID: cfg.requestIDHeader()}
+	f.routes.Store(&map[string]core.CallOption{})
 	switch cfg.mode {
 	case core.ModeShared:
 		f.mode = core.Shared()
@@ -200,8 +232,8 @@ func (f *Flow[R]) run(ctx context.Context, x R, lease *core.Lease, ok bool, next
 		next(ctx)
 		return
 	}
-	held, stop := Hold(ctx, lease)
-	defer f.Release(held, x, lease, stop)
+	held := hold(ctx, lease)
+	defer f.Release(held, x, lease, held.stop)
 	next(held)
 }
 
@@ -227,30 +259,33 @@ func (f *Flow[R]) run(ctx context.Context, x R, lease *core.Lease, ok bool, next
 // false when the request was refused, after answering it: custom handlers
 // first (never for a gone client), else the Protocol's Answer.
 func (f *Flow[R]) Lock(ctx context.Context, x R, src keyfunc.Source) (*core.Lease, bool) {
-	names, err := f.names(src)
+	name, names, err := f.names(src)
 	if err != nil {
 		f.refuse(x, Classify(err), err)
 		return nil, false
 	}
-	return f.lockNames(ctx, x, names, src)
+	return f.lockNames(ctx, x, name, names, src)
 }
 
-// names derives the names of a request from src, with the error the
-// request is refused with.
-func (f *Flow[R]) names(src keyfunc.Source) ([]string, error) {
-	names, err := f.key.Names(src, f.cfg.maxNames)
+// names derives the names of a request from src (keyfunc.Func.Derive: the
+// one name of most keys, names nil, without a slice to hold it; or the
+// several names of a key that yields several), with the error the request
+// is refused with.
+func (f *Flow[R]) names(src keyfunc.Source) (string, []string, error) {
+	name, names, err := f.key.Derive(src, f.cfg.maxNames)
 	if f.proto.Explain != nil {
 		err = f.proto.Explain(src, err)
 	}
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	return names, nil
+	return name, names, nil
 }
 
-// lockNames is Lock once the names are known.
-func (f *Flow[R]) lockNames(ctx context.Context, x R, names []string, src keyfunc.Source) (*core.Lease, bool) {
-	lease, err := f.acquire(ctx, x, names, src)
+// lockNames is Lock once the names are known: name alone when names is
+// nil, else names.
+func (f *Flow[R]) lockNames(ctx context.Context, x R, name string, names []string, src keyfunc.Source) (*core.Lease, bool) {
+	lease, err := f.acquire(ctx, x, name, names, src)
 	switch o := core.Classify(err); {
 	case err == nil:
 		return lease, true
@@ -268,12 +303,15 @@ func (f *Flow[R]) lockNames(ctx context.Context, x R, names []string, src keyfun
 	}
 }
 
-// acquire takes names (one or more) with the call options of the route and
+// acquire takes name, or names when not nil, with the call options of the route and
 // of x, labelled with src's route and request id. A context cancelled once its deadline has passed is reported as
 // context.DeadlineExceeded: servers cancel a call at its deadline (gRPC
 // closes the stream), and the deadline is then the cause that matters.
-func (f *Flow[R]) acquire(ctx context.Context, x R, names []string, src keyfunc.Source) (*core.Lease, error) {
-	opts := append(f.route[:len(f.route):len(f.route)], core.Route(src.Route()))
+func (f *Flow[R]) acquire(ctx context.Context, x R, name string, names []string, src keyfunc.Source) (*core.Lease, error) {
+	// At most six options (the route's two, Route, RequestID, TTL, a
+	// mode), on the stack: Acquire and AcquireAll keep no slice of them.
+	var buf [6]core.CallOption
+	opts := append(append(buf[:0], f.route...), f.routeOption(src.Route()))
 	if core.RequestIDFromContext(ctx) == "" { // else an earlier middleware's id wins, as core.ContextWithRequestID's
 		if id := RequestID(src, f.reqID); id != "" {
 			opts = append(opts, core.RequestID(id))
@@ -292,9 +330,12 @@ func (f *Flow[R]) acquire(ctx context.Context, x R, names []string, src keyfunc.
 	}
 	var lease *core.Lease
 	var err error
-	if len(names) == 1 {
+	switch {
+	case names == nil:
+		lease, err = f.locker.Acquire(ctx, name, opts...)
+	case len(names) == 1:
 		lease, err = f.locker.Acquire(ctx, names[0], opts...)
-	} else {
+	default:
 		lease, err = f.locker.AcquireAll(ctx, names, opts...)
 	}
 	if errors.Is(err, context.Canceled) {
@@ -385,15 +426,44 @@ var ErrLost = fmt.Errorf("%w: the request's lease was lost (its TTL ran out or t
 // reports the loss, before the watch's goroutine has run. Contexts derived
 // from it learn of the loss from the watch.
 func Hold(ctx context.Context, lease *core.Lease) (context.Context, func()) {
+	held := hold(ctx, lease)
+	return held, held.stop
+}
+
+// hold is Hold, with the watch in the context itself: the Flow calls its
+// stop method, which costs no closure and no channel of its own.
+func hold(ctx context.Context, lease *core.Lease) *heldContext {
 	ctx, cancel := context.WithCancelCause(core.ContextWithLease(ctx, lease))
-	return &heldContext{Context: ctx, lease: lease, cancel: cancel}, Watch(ctx, lease, cancel)
+	held := &heldContext{Context: ctx, lease: lease, cancel: cancel}
+	held.watching.Add(1)
+	go held.watch()
+	return held
 }
 
 // heldContext is the request's context of Hold.
 type heldContext struct {
-	context.Context // the cancel-cause context that Watch cancels
+	context.Context // the cancel-cause context that the watch cancels
 	lease           *core.Lease
 	cancel          context.CancelCauseFunc
+	watching        sync.WaitGroup // the watch's goroutine, until it ends
+}
+
+// watch cancels the context with cause ErrLost when the lease's Done
+// closes, until the context is cancelled (stop), as Watch does.
+func (c *heldContext) watch() {
+	defer c.watching.Done()
+	select {
+	case <-c.lease.Done():
+		c.cancel(ErrLost)
+	case <-c.Context.Done():
+	}
+}
+
+// stop cancels the context and returns once the watch has ended, as the
+// function of Watch does.
+func (c *heldContext) stop() {
+	c.cancel(context.Canceled)
+	c.watching.Wait()
 }
 
 func (c *heldContext) Done() <-chan struct{} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -392,5 +393,58 @@ func TestHoldSeesTheLossAtOnce(t *testing.T) {
 		if missed > 0 {
 			t.Errorf("%s: %d of 10 request contexts of a lease past its validity did not report the loss at the first look", look, missed)
 		}
+	}
+}
+
+// TestRouteOptions: every acquire is labelled with its own request's route,
+// whether its core.Route option was made before (the Flow keeps one per
+// label), made by a request of another label at the same time, or made for
+// the request alone, past the maxRouteOptions labels the Flow keeps.
+func TestRouteOptions(t *testing.T) {
+	adaptertest.LeakCheck(t)
+	var mu sync.Mutex
+	var got []string // the label of every acquire
+	e := adaptertest.NewEnv(t, nil, core.WithWait(0), core.WithHandlers(core.HandlerFuncs{OnAcquire: func(ctx context.Context, req *core.AcquireCall, next core.AcquireFunc) error {
+		mu.Lock()
+		got = append(got, req.Route)
+		mu.Unlock()
+		_, err := next(ctx, req)
+		return err
+	}}))
+	f := newFlow(t, e.Locker, nil)
+	name := adaptertest.Uniq(t)
+	const labels = maxRouteOptions + 44
+	var wg sync.WaitGroup
+	for g := range 4 { // four goroutines add labels to the Flow at once
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < labels; i += 4 {
+				route := fmt.Sprintf("/r%d", i)
+				for range 2 { // the label's option made, then kept (or made again)
+					lease, ok := f.Lock(context.Background(), &req{}, src{route: route, header: name + route})
+					if !ok || lease == nil {
+						t.Errorf("%s: not locked", route)
+						return
+					}
+					if err := lease.Release(context.Background()); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	count := map[string]int{}
+	for _, r := range got {
+		count[r]++
+	}
+	for i := range labels {
+		if r := fmt.Sprintf("/r%d", i); count[r] != 2 {
+			t.Errorf("%s labelled %d acquires, want 2", r, count[r])
+		}
+	}
+	if n := len(*f.routes.Load()); n != maxRouteOptions {
+		t.Errorf("the Flow keeps %d route options, want %d", n, maxRouteOptions)
 	}
 }

@@ -170,7 +170,7 @@ func (r *RPC) Stream(ctx context.Context, src func(msg any) keyfunc.Source, next
 	if f.cfg.skip != nil && f.cfg.skip(x) {
 		return next(ctx, nil)
 	}
-	names, kerr := f.names(beforeMessage{first})
+	name, names, kerr := f.names(beforeMessage{first})
 	switch {
 	case errors.Is(kerr, errNeedMessage):
 		s := newStream(f, ctx, x.Method, src)
@@ -180,7 +180,7 @@ func (r *RPC) Stream(ctx context.Context, src func(msg any) keyfunc.Source, next
 		f.refuse(x, Classify(kerr), kerr)
 		return x.Err
 	}
-	lease, ok := f.lockNames(ctx, x, names, first)
+	lease, ok := f.lockNames(ctx, x, name, names, first)
 	f.run(ctx, x, lease, ok, func(ctx context.Context) { err = next(ctx, nil) })
 	if x.Err != nil {
 		return x.Err
