@@ -133,6 +133,8 @@ func TestSimModesCatchesBrokenStores(t *testing.T) {
 		{simMutModesMix, []string{"modes:"}},
 		{simMutShareIgnoresWaiter, []string{"starvation:"}},
 		{simMutShareFenceStale, []string{"fences went back:"}},
+		{simMutHeldIgnoresShares, []string{"mutual exclusion:"}},
+		{simMutHeldHidesShares, []string{"starvation:"}},
 	}
 	for _, mt := range mutants {
 		t.Run(strings.ReplaceAll(string(mt.m), " ", "_"), func(t *testing.T) {
