@@ -30,7 +30,10 @@ type Locker struct {
 	notify Notifier // WithNotify on a store that can push; nil otherwise
 	queuer Queuer   // WithFair; nil otherwise
 	sharer Sharer   // the store as a Sharer, nil for a store that is not one
-	lines  lines    // WithFair: the waiters, polled per key (fair.go)
+	// held is the store as a HeldAcquirer, when it is also a Sharer; nil
+	// otherwise (see tryAcquire).
+	held  HeldAcquirer
+	lines lines // WithFair: the waiters, polled per key (fair.go)
 	// rounder is the store as a TTLRounder, nil for a store that holds
 	// what it is asked (see heldFor).
 	rounder TTLRounder
@@ -86,6 +89,9 @@ func newLocker(s Store, owned bool, err error, opts []Option) *Locker {
 	}
 	if sh, ok := s.(Sharer); ok {
 		l.sharer = sh
+		if h, ok := s.(HeldAcquirer); ok {
+			l.held = h
+		}
 	}
 	if n, ok := s.(Notifier); ok && cfg.notify {
 		n.Announce()
@@ -360,6 +366,7 @@ func (l *Locker) spin(ctx context.Context, req *AcquireCall) (*Lease, error) {
 	}
 	var timer *time.Timer
 	var wake <-chan struct{} // WithNotify: the release notices of req.Key
+	var waiting bool         // an attempt saw shares: TryAcquireWaiting from then on (see tryAcquire)
 	stop := func() {}
 	defer func() {
 		if timer != nil {
@@ -376,9 +383,7 @@ func (l *Locker) spin(ctx context.Context, req *AcquireCall) (*Lease, error) {
 		// that a store leaves to the background cannot touch a later one.
 		token := l.newToken(req) // 128 random bits from crypto/rand, and the holder
 		sent := time.Now()
-		ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
-		ok, slot, fence, err := l.tryAcquire(ioCtx, req, token, timer == nil) // no timer: no failed attempt yet
-		cancel()
+		ok, slot, fence, err := l.tryAcquire(ctx, req, token, timer == nil, &waiting) // no timer: no failed attempt yet
 		if err != nil {
 			if cerr := callerErr(ctx); cerr != nil {
 				return nil, cerr
@@ -441,25 +446,44 @@ func detach(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// tryAcquire is one attempt of spin in the store; first is set for the first
-// attempt of an Acquire, which expects the name to be free (see
-// FreeAcquirer). A share is taken through the Sharer; an exclusive attempt
-// after a failed one, through TryAcquireWaiting on a Sharer, so that new
-// shares wait behind it (writers do not starve). slot is the share's slot
-// under Permits, 0 otherwise.
-func (l *Locker) tryAcquire(ctx context.Context, req *AcquireCall, token string, first bool) (ok bool, slot int, fence int64, err error) {
+// tryAcquire is one attempt of spin in the store, each store call bounded
+// by the I/O timeout; first is set for the first attempt of an Acquire,
+// which expects the name to be free (see FreeAcquirer). A share is taken
+// through the Sharer. An exclusive attempt after a failed one goes through
+// TryAcquireWaiting on a Sharer, so that new shares wait behind it (writers
+// do not starve); on a Sharer that is a HeldAcquirer, through
+// TryAcquireHeld instead (one native command on Redis), until one reports
+// that shares hold the name: then *waiting is set, and TryAcquireWaiting
+// runs at once with the same token (TryAcquireHeld wrote nothing) and for
+// the rest of the Acquire, so that the writer records itself one round
+// trip later than without TryAcquireHeld, once per Acquire, and its
+// success clears its record. slot is the share's slot under Permits, 0
+// otherwise.
+func (l *Locker) tryAcquire(ctx context.Context, req *AcquireCall, token string, first bool, waiting *bool) (ok bool, slot int, fence int64, err error) {
+	ioCtx, cancel := context.WithTimeout(ctx, l.cfg.ioTimeout)
+	defer cancel()
 	if req.Mode != ModeExclusive {
-		return l.sharer.TryAcquireShare(ctx, req.Key, token, req.TTL, Hold{N: req.Permits}, l.cfg.fencing)
+		return l.sharer.TryAcquireShare(ioCtx, req.Key, token, req.TTL, Hold{N: req.Permits}, l.cfg.fencing)
 	}
 	if s, ok := l.store.(FreeAcquirer); ok && first {
-		ok, fence, err = s.TryAcquireFree(ctx, req.Key, token, req.TTL, l.cfg.fencing)
+		ok, fence, err = s.TryAcquireFree(ioCtx, req.Key, token, req.TTL, l.cfg.fencing)
 		return ok, 0, fence, err
 	}
 	if l.sharer != nil && !first {
-		ok, fence, err = l.sharer.TryAcquireWaiting(ctx, req.Key, token, req.TTL, l.writerPatience(), l.cfg.fencing)
+		if l.held != nil && !*waiting {
+			ok, shared, fence, err := l.held.TryAcquireHeld(ioCtx, req.Key, token, req.TTL, l.cfg.fencing)
+			if err != nil || ok || !shared {
+				return ok, 0, fence, err
+			}
+			*waiting = true
+			cancel() // the next call has an I/O timeout of its own
+			ioCtx, cancel = context.WithTimeout(ctx, l.cfg.ioTimeout)
+			defer cancel()
+		}
+		ok, fence, err = l.sharer.TryAcquireWaiting(ioCtx, req.Key, token, req.TTL, l.writerPatience(), l.cfg.fencing)
 		return ok, 0, fence, err
 	}
-	ok, fence, err = l.store.TryAcquire(ctx, req.Key, token, req.TTL, l.cfg.fencing)
+	ok, fence, err = l.store.TryAcquire(ioCtx, req.Key, token, req.TTL, l.cfg.fencing)
 	return ok, 0, fence, err
 }
 

@@ -57,6 +57,19 @@ func (s *countingSharer) TryAcquireWaiting(ctx context.Context, key, token strin
 	return ok, fence, err
 }
 
+// heldCountingSharer is a countingSharer that is also a HeldAcquirer (the
+// Redis store's TryAcquireHeld), and counts its calls.
+type heldCountingSharer struct {
+	*countingSharer
+	held  core.HeldAcquirer
+	calls atomic.Int64
+}
+
+func (s *heldCountingSharer) TryAcquireHeld(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, bool, int64, error) {
+	s.calls.Add(1)
+	return s.held.TryAcquireHeld(ctx, key, token, ttl, fenced)
+}
+
 // sharerOf returns the Redis store of a Locker built on the shared server.
 func sharerOf(t *testing.T) core.Sharer {
 	t.Helper()
@@ -152,51 +165,70 @@ func TestSharedAndExclusiveUnderContention(t *testing.T) {
 
 // TestWriterIsNotStarved: once an exclusive Acquire waits behind shared
 // holders, a new shared Acquire waits behind it, and the writer takes the
-// name when the shares it waited for leave.
+// name when the shares it waited for leave; once it released the name, a
+// shared hold is taken at once (the writer's record went with its
+// success). On a store that is a HeldAcquirer too, the writer's later
+// attempts go through TryAcquireHeld, and once one saw shares, through
+// TryAcquireWaiting for the rest of the Acquire: else its record would
+// outlive it (a native success does not clear it), and the last shared
+// hold would be refused.
 func TestWriterIsNotStarved(t *testing.T) {
-	leakCheck(t)
-	ctx := context.Background()
-	s := &countingSharer{Sharer: sharerOf(t), firstWaited: make(chan struct{})}
-	l := core.NewWithStore(s)
-	name := uniq(t)
-	reader, err := l.Acquire(ctx, name, core.Shared())
-	if err != nil {
-		t.Fatal(err)
+	for _, held := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Sharer", true: "HeldAcquirer"}[held], func(t *testing.T) {
+			leakCheck(t)
+			ctx := context.Background()
+			cs := &countingSharer{Sharer: sharerOf(t), firstWaited: make(chan struct{})}
+			var s core.Store = cs
+			var hs *heldCountingSharer
+			if held {
+				hs = &heldCountingSharer{countingSharer: cs, held: cs.Sharer.(core.HeldAcquirer)}
+				s = hs
+			}
+			l := core.NewWithStore(s)
+			name := uniq(t)
+			reader, err := l.Acquire(ctx, name, core.Shared())
+			if err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				lease *core.Lease
+				err   error
+			}
+			writer := make(chan result, 1)
+			go func() {
+				lease, err := l.Acquire(ctx, name, core.Wait(30*time.Second))
+				writer <- result{lease, err}
+			}()
+			select { // the writer failed twice: it is recorded as waiting
+			case <-cs.firstWaited:
+			case r := <-writer:
+				t.Fatalf("the writer ended before it waited: %v", r.err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("the writer never made a second attempt (TryAcquireWaiting)")
+			}
+			if _, err := l.Acquire(ctx, name, core.Shared(), core.Wait(0)); !errors.Is(err, core.ErrTimeout) {
+				t.Fatalf("a new shared hold while a writer waits: %v, want ErrTimeout", err)
+			}
+			if err := reader.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-writer
+			if r.err != nil {
+				t.Fatalf("the writer: %v", r.err)
+			}
+			if err := r.lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			after, err := l.Acquire(ctx, name, core.Shared(), core.Wait(0))
+			if err != nil {
+				t.Fatalf("a shared hold after the writer left: %v", err)
+			}
+			_ = after.Release(ctx)
+			if hs != nil && hs.calls.Load() == 0 {
+				t.Fatal("the writer never called TryAcquireHeld")
+			}
+		})
 	}
-	type result struct {
-		lease *core.Lease
-		err   error
-	}
-	writer := make(chan result, 1)
-	go func() {
-		lease, err := l.Acquire(ctx, name, core.Wait(30*time.Second))
-		writer <- result{lease, err}
-	}()
-	select { // the writer failed twice: it is recorded as waiting
-	case <-s.firstWaited:
-	case r := <-writer:
-		t.Fatalf("the writer ended before it waited: %v", r.err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the writer never made a second attempt (TryAcquireWaiting)")
-	}
-	if _, err := l.Acquire(ctx, name, core.Shared(), core.Wait(0)); !errors.Is(err, core.ErrTimeout) {
-		t.Fatalf("a new shared hold while a writer waits: %v, want ErrTimeout", err)
-	}
-	if err := reader.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-writer
-	if r.err != nil {
-		t.Fatalf("the writer: %v", r.err)
-	}
-	if err := r.lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	after, err := l.Acquire(ctx, name, core.Shared(), core.Wait(0))
-	if err != nil {
-		t.Fatalf("a shared hold after the writer left: %v", err)
-	}
-	_ = after.Release(ctx)
 }
 
 func TestPermitsGiveDistinctSlots(t *testing.T) {

@@ -77,6 +77,12 @@ import (
 //	E3 AcquireAll one by one keeps the names it took when a later fails     40 (30 all or none)
 //	E4 a share's validity dated from the reply, not the sending             18 (validity)
 //	E5 a share released by Release, not ReleaseShare                        40 (progress)
+//	E6 TryAcquireHeld's "shared" ignored: the writer never records itself  40 (starvation)
+//
+// E7, the Acquire's flag ignored (TryAcquireHeld again after shares were
+// seen, so that a native success leaves the writer's own record), is not
+// caught here: the record expires within its patience, which these checks
+// allow; TestWriterIsNotStarved/HeldAcquirer catches it.
 //
 // It found a defect of AcquireAll, since fixed: taking names one by one,
 // it returned a lease whose first names had expired while it waited for a
@@ -133,6 +139,8 @@ func TestSimModesCatchesBrokenStores(t *testing.T) {
 		{simMutModesMix, []string{"modes:"}},
 		{simMutShareIgnoresWaiter, []string{"starvation:"}},
 		{simMutShareFenceStale, []string{"fences went back:"}},
+		{simMutHeldIgnoresShares, []string{"mutual exclusion:"}},
+		{simMutHeldHidesShares, []string{"starvation:"}},
 	}
 	for _, mt := range mutants {
 		t.Run(strings.ReplaceAll(string(mt.m), " ", "_"), func(t *testing.T) {

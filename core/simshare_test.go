@@ -54,6 +54,12 @@ const (
 	simMutModesMix simMutant = "modes mix"
 	// simMutShareIgnoresWaiter lets new shares in while a writer waits.
 	simMutShareIgnoresWaiter simMutant = "share ignores the waiting writer"
+	// simMutHeldIgnoresShares makes TryAcquireHeld take the key while
+	// shares hold it.
+	simMutHeldIgnoresShares simMutant = "TryAcquireHeld ignores shares"
+	// simMutHeldHidesShares makes TryAcquireHeld answer a key that shares
+	// hold as busy, not shared: the Locker never records the writer.
+	simMutHeldHidesShares simMutant = "TryAcquireHeld hides shares"
 	// simMutShareFenceStale answers a fenced share with the counter as it
 	// is, drawing nothing: the fence of the holder before it.
 	simMutShareFenceStale simMutant = "share fence not drawn"
@@ -223,6 +229,29 @@ func (s *simStore) tryAcquireWaiting(key, token string, ttl, patience time.Durat
 	return r
 }
 
+// tryAcquireHeld is TryAcquire that tells shares apart
+// (core.HeldAcquirer): while shares hold the key it answers shared and
+// writes nothing (no waiting writer's record); otherwise it is tryAcquire.
+func (s *simStore) tryAcquireHeld(key, token string, ttl time.Duration, fenced bool, now time.Time) simReply {
+	k := s.keyOf(key)
+	s.settle(k, now)
+	if k.holder == "" && k.shared() {
+		switch s.mutant {
+		case simMutHeldIgnoresShares:
+			s.hold(k, token, now.Add(s.span(ttl)))
+			var fence int64
+			if fenced {
+				fence = s.draw(k, token)
+			}
+			return simReply{ok: true, fence: fence, note: fmt.Sprintf("taken beside %d shares (fence %d)", len(k.shares), fence)}
+		case simMutHeldHidesShares:
+			return simReply{note: fmt.Sprintf("%d shares hold it (answered as busy)", len(k.shares))}
+		}
+		return simReply{shared: true, note: fmt.Sprintf("%d shares hold it: told so, nothing written", len(k.shares))}
+	}
+	return s.tryAcquire(key, token, ttl, fenced, now)
+}
+
 func (s *simStore) tryAcquireAll(keys []string, token string, ttl time.Duration, fenced bool, now time.Time) simReply {
 	take := func(keys []string) []int64 {
 		var fences []int64
@@ -265,6 +294,7 @@ func (s *simStore) slotOf(key string) int {
 }
 
 var (
+	_ core.HeldAcquirer  = (*simView)(nil)
 	_ core.Sharer        = (*simView)(nil)
 	_ core.MultiAcquirer = (*simView)(nil)
 	_ core.ShareUndoer   = (*simView)(nil)
@@ -324,6 +354,23 @@ func (v *simView) TryAcquireWaiting(ctx context.Context, key, token string, ttl,
 		return false, 0, err
 	}
 	return r.ok, r.fence, nil
+}
+
+// TryAcquireHeld is TryAcquire that tells shares apart
+// (core.HeldAcquirer), on the scheduler; a failed attempt is undone as
+// TryAcquire's.
+func (v *simView) TryAcquireHeld(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, bool, int64, error) {
+	sent := time.Now()
+	r, err := v.call(ctx, simOpTryAcquireHeld, key, []string{token}, func() string { return fmt.Sprintf("%s ttl=%v", v.s.trace.tok(token), ttl) }, func(now time.Time) simReply {
+		return v.s.tryAcquireHeld(key, token, ttl, fenced, now)
+	})
+	if err != nil {
+		if simMayHaveApplied(err) {
+			v.Undo(ctx, key, token, ttl, sent)
+		}
+		return false, false, 0, err
+	}
+	return r.ok, r.shared, r.fence, nil
 }
 
 // TryAcquireAll takes keys in one step on the scheduler; on a store with

@@ -223,19 +223,20 @@ const (
 	simOpReleaseShare
 	simOpExtendShare
 	simOpTryAcquireAll
+	simOpTryAcquireHeld
 	simOpKinds
 )
 
 var simOpNames = [simOpKinds]string{"TryAcquire", "Enqueue", "Poll", "Release", "Dequeue", "Extend", "RaiseFence", "Undo",
-	"TryAcquireWaiting", "TryAcquireShare", "ReleaseShare", "ExtendShare", "TryAcquireAll"}
+	"TryAcquireWaiting", "TryAcquireShare", "ReleaseShare", "ExtendShare", "TryAcquireAll", "TryAcquireHeld"}
 
 // lockOps returns the lock operations sent: acquire attempts (TryAcquire,
-// Enqueue, Poll and those of shares), releases (Release, Dequeue,
+// TryAcquireHeld, Enqueue, Poll and those of shares), releases (Release, Dequeue,
 // ReleaseShare) and extends.
 func (s *simStats) lockOps() int64 {
 	var n int64
 	for _, op := range []int{simOpTryAcquire, simOpEnqueue, simOpPoll, simOpRelease, simOpDequeue, simOpExtend,
-		simOpTryAcquireWaiting, simOpTryAcquireShare, simOpReleaseShare, simOpExtendShare, simOpTryAcquireAll} {
+		simOpTryAcquireWaiting, simOpTryAcquireShare, simOpReleaseShare, simOpExtendShare, simOpTryAcquireAll, simOpTryAcquireHeld} {
 		n += s.ops[op].Load()
 	}
 	return n
@@ -518,6 +519,7 @@ type simReply struct {
 	index  int
 	grant  core.Grant
 	slot   int     // TryAcquireShare: the permit's slot
+	shared bool    // TryAcquireHeld: shares hold the key
 	fences []int64 // TryAcquireAll: a fence per key
 	err    error   // an error the store answers (ErrModeMismatch)
 	note   string

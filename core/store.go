@@ -16,6 +16,9 @@ type (
 	// FreeAcquirer shapes a first attempt for a free name (see
 	// lockstore.FreeAcquirer).
 	FreeAcquirer = lockstore.FreeAcquirer
+	// HeldAcquirer shapes a later attempt for a held name, and tells shares
+	// apart (see lockstore.HeldAcquirer).
+	HeldAcquirer = lockstore.HeldAcquirer
 	// Tuner takes the Locker's settings (see lockstore.Tuner).
 	Tuner = lockstore.Tuner
 	// Checker refuses settings a store cannot serve (see lockstore.Checker).

@@ -58,6 +58,8 @@
 //     longer matter;
 //   - TTLRounder: a store that holds locks longer than asked;
 //   - FreeAcquirer: a first attempt shaped for a free name;
+//   - HeldAcquirer: a later attempt shaped for a held name, that tells
+//     shares apart from an exclusive holder;
 //   - Tuner and Checker: the Locker's settings, and a store that refuses
 //     some of them;
 //   - io.Closer: closed by the Locker that built the store (core.New,

@@ -114,6 +114,29 @@ type FreeAcquirer interface {
 	TryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (ok bool, fence int64, err error)
 }
 
+// HeldAcquirer is the optional capability of a Sharer whose attempts on a
+// name that is likely held can take a cheaper command than
+// TryAcquireWaiting (the Redis store: one native SET key token NX PX ttl
+// GET in place of a script). The Locker's later exclusive attempts of an
+// Acquire call TryAcquireHeld until one reports shared; from then on, for
+// the rest of that Acquire, it calls TryAcquireWaiting (the first time in
+// the same attempt, with the same token), so that a writer that shares keep
+// out still records itself and is not starved.
+//
+// TryAcquireHeld has TryAcquire's contract whole (a re-sent attempt that
+// finds key holding token counts as acquired and resets the TTL to ttl;
+// with fenced it draws the next fence in the same atomic step; a failed
+// attempt that may have reached the store is undone), and one more answer:
+// when it fails because shares (Sharer) hold key, it reports shared, and it
+// writes nothing then: no waiting writer's record, nothing of token. It
+// never clears another writer's record either, which TryAcquireWaiting
+// clears when it succeeds: an Acquire that recorded itself goes on with
+// TryAcquireWaiting, and a record of another Acquire expires with its
+// patience or is cleared by that Acquire.
+type HeldAcquirer interface {
+	TryAcquireHeld(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (ok, shared bool, fence int64, err error)
+}
+
 // Tuner is the optional capability of a Store that takes the settings of
 // the Locker built on it: the Locker calls Tune once, when it is built,
 // before any other call. A store bounds its own background calls by

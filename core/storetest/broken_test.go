@@ -411,6 +411,74 @@ func (s freeAcquireOverwrites) TryAcquireFree(ctx context.Context, key, token st
 	return true, 0, nil
 }
 
+// sharing is the Redis store, a Sharer and a HeldAcquirer, whose
+// TryAcquireHeld a broken store below replaces.
+type sharing struct{ base }
+
+func (m sharing) sharer() core.Sharer { return m.Store.(core.Sharer) }
+
+func (m sharing) TryAcquireShare(ctx context.Context, key, token string, ttl time.Duration, h core.Hold, fenced bool) (bool, int, int64, error) {
+	return m.sharer().TryAcquireShare(ctx, key, token, ttl, h, fenced)
+}
+
+func (m sharing) ReleaseShare(ctx context.Context, key, token string) (bool, error) {
+	return m.sharer().ReleaseShare(ctx, key, token)
+}
+
+func (m sharing) ExtendShare(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	return m.sharer().ExtendShare(ctx, key, token, ttl, fenced)
+}
+
+func (m sharing) TryAcquireWaiting(ctx context.Context, key, token string, ttl, patience time.Duration, fenced bool) (bool, int64, error) {
+	return m.sharer().TryAcquireWaiting(ctx, key, token, ttl, patience, fenced)
+}
+
+func (m sharing) held() core.HeldAcquirer { return m.Store.(core.HeldAcquirer) }
+
+// heldOverwrites is a HeldAcquirer whose TryAcquireHeld sets the key
+// whoever holds it.
+type heldOverwrites struct{ sharing }
+
+func (s heldOverwrites) TryAcquireHeld(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, bool, int64, error) {
+	if err := s.c.Set(ctx, key, token, ttl).Err(); err != nil {
+		return false, false, 0, err
+	}
+	return true, false, fence(true, fenced), nil
+}
+
+// heldHidesShares is a HeldAcquirer that answers a key shares hold as an
+// exclusive holder's: the Locker would never record its writer.
+type heldHidesShares struct{ sharing }
+
+func (s heldHidesShares) TryAcquireHeld(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, bool, int64, error) {
+	ok, _, f, err := s.held().TryAcquireHeld(ctx, key, token, ttl, fenced)
+	return ok, false, f, err
+}
+
+// heldRecordsWriter is a HeldAcquirer that records a waiting writer where
+// shares hold the key (TryAcquireWaiting), which a HeldAcquirer must not:
+// the Locker could not know to clear it.
+type heldRecordsWriter struct{ sharing }
+
+func (s heldRecordsWriter) TryAcquireHeld(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, bool, int64, error) {
+	ok, shared, f, err := s.held().TryAcquireHeld(ctx, key, token, ttl, fenced)
+	if shared {
+		_, _, _ = s.TryAcquireWaiting(ctx, key, token, ttl, time.Minute, fenced)
+	}
+	return ok, shared, f, err
+}
+
+// heldResendBusy is a HeldAcquirer whose re-sent attempt (the key holds
+// its token) reports false: a plain SET NX without GET.
+type heldResendBusy struct{ sharing }
+
+func (s heldResendBusy) TryAcquireHeld(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, bool, int64, error) {
+	if s.c.Get(ctx, key).Val() == token {
+		return false, false, 0, nil
+	}
+	return s.held().TryAcquireHeld(ctx, key, token, ttl, fenced)
+}
+
 // inspectMutant is the Redis store, a Queuer, a Sharer and an Inspector,
 // whose Inspect runs inspect.lua with old replaced by new (inspectBug):
 // a broken Inspector over the real store's holds, shares and queue.
@@ -511,6 +579,26 @@ var brokenCases = []brokenCase{
 		property: "FreeAcquireIsTryAcquire", store: "TryAcquireFree without NX",
 		wrap: func(b base) core.Store { return freeAcquireOverwrites{b} },
 		want: "which another token holds, reported true",
+	},
+	{
+		property: "HeldAcquireIsTryAcquire", store: "TryAcquireHeld without NX",
+		wrap: func(b base) core.Store { return heldOverwrites{sharing{b}} },
+		want: "which another token holds exclusively, reported ok true",
+	},
+	{
+		property: "HeldAcquireIsTryAcquire", store: "TryAcquireHeld counts a re-sent attempt as busy",
+		wrap: func(b base) core.Store { return heldResendBusy{sharing{b}} },
+		want: "sent again with the token that holds it reported false",
+	},
+	{
+		property: "Holds/HeldAcquireReportsShares", store: "TryAcquireHeld hides shares",
+		wrap: func(b base) core.Store { return heldHidesShares{sharing{b}} },
+		want: "reported ok false, shared false",
+	},
+	{
+		property: "Holds/HeldAcquireReportsShares", store: "TryAcquireHeld records a waiting writer",
+		wrap: func(b base) core.Store { return heldRecordsWriter{sharing{b}} },
+		want: "it must write nothing, no waiting writer's record",
 	},
 	{
 		property: "UndoOfWaiterLeavesQueue", store: "Undo leaves a waiter its place",

@@ -37,6 +37,7 @@ var holdProperties = []property{
 	{"ModeMismatchIsError", modeMismatchIsError},
 	{"WaitingExclusiveBlocksNewShares", waitingExclusiveBlocksNewShares},
 	{"ExpiredWaitingRecordFreesShares", expiredWaitingRecordFreesShares},
+	{"HeldAcquireReportsShares", heldAcquireReportsShares},
 	{"ShareCallsActOnlyForTheirToken", shareCallsActOnlyForTheirToken},
 	{"ShareFencesShareTheCounter", shareFencesShareTheCounter},
 	{"BadHoldIsInvalidOption", badHoldIsInvalidOption},

@@ -136,6 +136,7 @@ type memStore struct {
 
 var (
 	_ core.Sharer        = (*memStore)(nil)
+	_ core.HeldAcquirer  = (*memStore)(nil)
 	_ core.MultiAcquirer = (*memStore)(nil)
 	_ core.Queuer        = (*memStore)(nil)
 	_ core.Inspector     = (*memStore)(nil)
@@ -260,6 +261,22 @@ func (m *memStore) TryAcquire(ctx context.Context, key, token string, ttl time.D
 		return false, 0, nil
 	}
 	return true, m.take(key, token, ttl, fenced, now), nil
+}
+
+// TryAcquireHeld is TryAcquire that tells shares apart
+// (core.HeldAcquirer): a key that shares hold is answered shared, with
+// nothing written.
+func (m *memStore) TryAcquireHeld(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, bool, int64, error) {
+	if err := m.lock(ctx); err != nil {
+		return false, false, 0, err
+	}
+	defer m.unlock()
+	now := time.Now()
+	k := m.get(key, now)
+	if !m.free(k) && k.token != token {
+		return false, len(k.shares) > 0, 0, nil
+	}
+	return true, false, m.take(key, token, ttl, fenced, now), nil
 }
 
 func (m *memStore) Release(ctx context.Context, key, token string) (bool, error) {

@@ -30,6 +30,7 @@ var properties = []property{
 	{"DeadlineIsContextDeadlineExceeded", deadlineIsContextDeadlineExceeded},
 	{"StoreDownIsErrStorage", storeDownIsErrStorage},
 	{"FreeAcquireIsTryAcquire", freeAcquireIsTryAcquire},
+	{"HeldAcquireIsTryAcquire", heldAcquireIsTryAcquire},
 	{"UndoByHolderFreesLock", undoByHolderFreesLock},
 	{"UndoByOtherTokenKeepsLock", undoByOtherTokenKeepsLock},
 	{"UndoOfWaiterLeavesQueue", undoOfWaiterLeavesQueue},

@@ -52,6 +52,8 @@ var (
 	acquireWaiting string
 	//go:embed acquire_all.lua
 	acquireAll string
+	//go:embed acquire_held.lua
+	acquireHeld string
 )
 
 // The scripts, each whole (with the libraries it uses). Acquire is the
@@ -75,6 +77,10 @@ var (
 	ExtendShare    = fenceLib + shareLib + extendShare
 	AcquireWaiting = fenceLib + shareLib + acquireWaiting
 	AcquireAll     = fenceLib + acquireAll
+	// AcquireHeld is the fallback of SET NX PX GET for a later exclusive
+	// attempt (lockstore.HeldAcquirer) that is fenced, or on a server
+	// before Redis 7.0: it tells shares apart from an exclusive holder.
+	AcquireHeld = fenceLib + acquireHeld
 )
 
 // FenceGrace is how long a fence counter outlives the lock it was last drawn

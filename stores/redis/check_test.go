@@ -19,6 +19,7 @@ var (
 	_ lockstore.FenceRaiser  = (*redisstore.Store)(nil)
 	_ lockstore.Undoer       = (*redisstore.Store)(nil)
 	_ lockstore.FreeAcquirer = (*redisstore.Store)(nil)
+	_ lockstore.HeldAcquirer = (*redisstore.Store)(nil)
 	_ lockstore.Tuner        = (*redisstore.Store)(nil)
 	_ lockstore.Checker      = (*redisstore.Store)(nil)
 	_ io.Closer              = (*redisstore.Store)(nil)

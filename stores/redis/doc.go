@@ -21,7 +21,12 @@
 //     Servers before Redis 7.0 reject NX with GET and run the same logic as
 //     acquire.lua; so does the first attempt of an Acquire, which expects a
 //     free name (FreeAcquirer: go-redis reports SET's nil reply as an error,
-//     at the cost of some twenty allocations).
+//     at the cost of some twenty allocations). A Locker's later attempts,
+//     which expect a held name, are the native command again
+//     (HeldAcquirer), which also tells a key that shares hold (its value is
+//     their marker, and the SET wrote nothing); a fenced one runs
+//     acquire_held.lua. Once shares held the name, the rest of that
+//     Acquire runs acquire_waiting.lua, which records the waiting writer.
 //   - Release is compare-and-delete (release.lua): the key is deleted only
 //     if it holds the token. The same script grants the lock to the first
 //     live waiter of the key's fair queue, if any, or else publishes on the

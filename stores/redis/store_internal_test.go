@@ -11,7 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/reqlock/reqlock/internal/redisscript"
 	"github.com/reqlock/reqlock/internal/redistest"
+	"github.com/reqlock/reqlock/lockstore"
 )
 
 // serverError stands for an error reply of Redis.
@@ -61,20 +63,25 @@ func serverMicros(t *testing.T, client *redis.Client) int64 {
 
 // TestTryAcquireIsRetrySafe runs the backend on a real server, with SET ...
 // NX GET, with the script used for servers before Redis 7.0 (and for the
-// first attempt of an Acquire: free) and with the fenced script: the same token twice (a retried transmission) is ours, with
+// first attempt of an Acquire: free) and with the fenced script, and so
+// TryAcquireHeld (native, and its script acquire_held.lua, legacy and
+// fenced): the same token twice (a retried transmission) is ours, with
 // the same fencing token, another token is not. Fences are drawn as the
 // larger of the counter + 1 and the server's clock in microseconds.
 func TestTryAcquireIsRetrySafe(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	ctx := context.Background()
-	for _, mode := range []string{"native", "legacy", "free", "fenced"} {
+	for _, mode := range []string{"native", "legacy", "free", "fenced", "held", "held-legacy", "held-fenced"} {
 		s := New(client)
-		fenced := mode == "fenced"
-		s.noSetGet.Store(mode == "legacy")
+		fenced := mode == "fenced" || mode == "held-fenced"
+		s.noSetGet.Store(mode == "legacy" || mode == "held-legacy")
 		try := s.TryAcquire
-		if mode == "free" {
+		switch mode {
+		case "free":
 			try = s.TryAcquireFree
+		case "held", "held-legacy", "held-fenced":
+			try = heldAsTry(t, s)
 		}
 		key := "k:" + mode
 		var first int64
@@ -88,17 +95,17 @@ func TestTryAcquireIsRetrySafe(t *testing.T) {
 				t.Fatalf("%s step %d: tryAcquire(%s) = %v, %v; want %v", mode, i, tc.token, got, err, tc.want)
 			}
 			switch {
-			case mode != "fenced" && fence != 0:
+			case !fenced && fence != 0:
 				t.Fatalf("%s: fence %d without fencing", mode, fence)
-			case mode == "fenced" && i == 0:
+			case fenced && i == 0:
 				first = fence
-			case mode == "fenced" && got && fence != first:
+			case fenced && got && fence != first:
 				t.Fatalf("a retried fenced acquire got fence %d, the first transmission %d", fence, first)
 			}
 		}
 		// The first fence of a name is the server's clock: fences stay above
 		// those drawn before a FLUSHALL or a restart that lost the counter.
-		if after := serverMicros(t, client); mode == "fenced" && (first < before || first > after) {
+		if after := serverMicros(t, client); fenced && (first < before || first > after) {
 			t.Fatalf("the first fence of a name is %d, want the server's clock in µs, between %d and %d", first, before, after)
 		}
 		if d := client.PTTL(ctx, key).Val(); d <= 25*time.Second || d > 30*time.Second { // slack for slow replies
@@ -175,13 +182,16 @@ func TestTryAcquireOfItsOwnKeyResetsTheTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	ctx := context.Background()
-	for _, mode := range []string{"native", "legacy", "free", "fenced"} {
+	for _, mode := range []string{"native", "legacy", "free", "fenced", "held", "held-legacy", "held-fenced"} {
 		s := New(client)
-		fenced := mode == "fenced"
-		s.noSetGet.Store(mode == "legacy")
+		fenced := mode == "fenced" || mode == "held-fenced"
+		s.noSetGet.Store(mode == "legacy" || mode == "held-legacy")
 		try := s.TryAcquire
-		if mode == "free" {
+		switch mode {
+		case "free":
 			try = s.TryAcquireFree
+		case "held", "held-legacy", "held-fenced":
+			try = heldAsTry(t, s)
 		}
 		key := "own:" + mode
 		client.Set(ctx, key, "t1", 10*time.Second)
@@ -191,6 +201,78 @@ func TestTryAcquireOfItsOwnKeyResetsTheTTL(t *testing.T) {
 		}
 		if d := client.PTTL(ctx, key).Val(); d <= 30*time.Second {
 			t.Fatalf("%s: PTTL = %v after an acquire with a TTL of 60s: the old TTL (10s) was kept", mode, d)
+		}
+	}
+}
+
+// heldAsTry returns s.TryAcquireHeld in TryAcquire's shape; it fails the
+// test when an attempt reports shares, which these tests never take.
+func heldAsTry(t *testing.T, s *Store) func(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+	return func(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
+		ok, shared, fence, err := s.TryAcquireHeld(ctx, key, token, ttl, fenced)
+		if shared {
+			t.Errorf("TryAcquireHeld(%s, %s) reported shares on a name no share ever held", key, token)
+		}
+		return ok, fence, err
+	}
+}
+
+// TestTryAcquireHeldReportsShares: on a name that shares hold,
+// TryAcquireHeld (native, legacy and fenced) reports shared and writes
+// nothing: the key keeps the shares' marker, no waiting writer's record is
+// written (a new share still comes in), the shares are the same; on a name
+// an exclusive holder holds, it reports neither ok nor shared. Then, once
+// the shares are gone, it takes the name; and it does not clear another
+// writer's record.
+func TestTryAcquireHeldReportsShares(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	for _, mode := range []string{"native", "legacy", "fenced"} {
+		s := New(client)
+		fenced := mode == "fenced"
+		s.noSetGet.Store(mode == "legacy")
+		key := "held:" + mode
+		if ok, _, _, err := s.TryAcquireShare(ctx, key, "r1", time.Minute, lockstore.Hold{}, fenced); !ok || err != nil {
+			t.Fatalf("%s: TryAcquireShare(r1) = %v, %v", mode, ok, err)
+		}
+		marker := client.Get(ctx, key).Val()
+		ok, shared, fence, err := s.TryAcquireHeld(ctx, key, "w1", time.Minute, fenced)
+		if ok || !shared || fence != 0 || err != nil {
+			t.Fatalf("%s: TryAcquireHeld on a shared name = %v, shared %v, fence %d, %v; want false, shared", mode, ok, shared, fence, err)
+		}
+		if v := client.Get(ctx, key).Val(); v != marker {
+			t.Fatalf("%s: the lock key holds %q after TryAcquireHeld, want the shares' marker %q", mode, v, marker)
+		}
+		if n := client.Exists(ctx, redisscript.WriterKey(key)).Val(); n != 0 {
+			t.Fatalf("%s: TryAcquireHeld on a shared name wrote a waiting writer's record", mode)
+		}
+		if ok, _, _, err := s.TryAcquireShare(ctx, key, "r2", time.Minute, lockstore.Hold{}, fenced); !ok || err != nil {
+			t.Fatalf("%s: a share after TryAcquireHeld = %v, %v; want taken (no writer recorded)", mode, ok, err)
+		}
+		if got := client.ZRange(ctx, redisscript.SharesKey(key), 0, -1).Val(); len(got) != 2 {
+			t.Fatalf("%s: shares %v, want r1 and r2", mode, got)
+		}
+		// A writer recorded by TryAcquireWaiting keeps its record through
+		// another token's TryAcquireHeld, as through the shares' end.
+		if ok, _, err := s.TryAcquireWaiting(ctx, key, "w0", time.Minute, time.Minute, fenced); ok || err != nil {
+			t.Fatalf("%s: TryAcquireWaiting on a shared name = %v, %v", mode, ok, err)
+		}
+		for _, tok := range []string{"r1", "r2"} {
+			if ok, err := s.ReleaseShare(ctx, key, tok); !ok || err != nil {
+				t.Fatalf("%s: ReleaseShare(%s) = %v, %v", mode, tok, ok, err)
+			}
+		}
+		ok, shared, fence, err = s.TryAcquireHeld(ctx, key, "w1", time.Minute, fenced)
+		if !ok || shared || err != nil || (fenced != (fence > 0)) {
+			t.Fatalf("%s: TryAcquireHeld once the shares left = %v, shared %v, fence %d, %v; want it taken", mode, ok, shared, fence, err)
+		}
+		if w := client.Get(ctx, redisscript.WriterKey(key)).Val(); w != "w0" {
+			t.Fatalf("%s: the writer's record holds %q after another token's TryAcquireHeld, want w0's left to its patience", mode, w)
+		}
+		ok, shared, _, err = s.TryAcquireHeld(ctx, key, "w2", time.Minute, fenced)
+		if ok || shared || err != nil {
+			t.Fatalf("%s: TryAcquireHeld on a name held exclusively = %v, shared %v, %v; want false, not shared", mode, ok, shared, err)
 		}
 	}
 }

@@ -22,7 +22,10 @@
 //     fencing, acquire_fenced.lua also draws the next fencing token
 //     (Kleppmann's fencing tokens): the larger of the name's counter + 1 and
 //     the server's clock in microseconds, so that fences keep increasing
-//     across a FLUSHALL or a restart without persistence.
+//     across a FLUSHALL or a restart without persistence. A Locker's later
+//     attempts go through TryAcquireHeld (core.HeldAcquirer): the same
+//     native command, which also tells a key that shares hold (its value is
+//     their marker, and nothing was written); fenced, acquire_held.lua.
 //
 //   - Release is compare-and-delete (release.lua), which then grants the
 //     lock to the first live waiter of the key's fair queue, if any, or

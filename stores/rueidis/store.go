@@ -53,11 +53,12 @@ type Store struct {
 }
 
 var (
-	_ core.Store       = (*Store)(nil)
-	_ core.Notifier    = (*Store)(nil)
-	_ core.FenceRaiser = (*Store)(nil)
-	_ core.Queuer      = (*Store)(nil)
-	_ core.Undoer      = (*Store)(nil)
+	_ core.Store        = (*Store)(nil)
+	_ core.Notifier     = (*Store)(nil)
+	_ core.FenceRaiser  = (*Store)(nil)
+	_ core.Queuer       = (*Store)(nil)
+	_ core.Undoer       = (*Store)(nil)
+	_ core.HeldAcquirer = (*Store)(nil)
 )
 
 // The scripts, shared with the go-redis store of stores/redis (internal/redisscript).
@@ -79,6 +80,7 @@ const (
 	acquireWaitingScript
 	acquireAllScript
 	inspectScript
+	acquireHeldScript
 	numScripts
 )
 
@@ -102,6 +104,7 @@ var scripts = [numScripts]struct {
 	acquireWaitingScript: {redisscript.AcquireWaiting, rueidis.NewLuaScript(redisscript.AcquireWaiting)},
 	acquireAllScript:     {redisscript.AcquireAll, rueidis.NewLuaScript(redisscript.AcquireAll)},
 	inspectScript:        {redisscript.Inspect, rueidis.NewLuaScript(redisscript.Inspect)},
+	acquireHeldScript:    {redisscript.AcquireHeld, rueidis.NewLuaScript(redisscript.AcquireHeld)},
 }
 
 // releaseSHA and releaseShareSHA are the SHA-1 of release.lua and
@@ -209,25 +212,79 @@ func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Dura
 		return err == nil && fence > 0, fence, err
 	}
 	if !s.noSetGet.Load() {
-		old, err := s.client.Do(ctx, s.client.B().Set().Key(key).Value(token).Nx().Get().PxMilliseconds(ttl.Milliseconds()).Build()).ToString()
-		switch {
-		case rueidis.IsRedisNil(err):
-			return true, 0, nil
-		case err == nil && old == token:
-			// Ours, but with the TTL it was set with back then: reset it
-			// (one more round trip, on this rare path only), as the
-			// scripts do.
-			ok, _, err := s.extend(ctx, key, token, ttl, false)
+		ok, _, err := s.setNXGet(ctx, key, token, ttl)
+		if !errors.Is(err, errNoSetGet) {
 			return ok, 0, err
-		case err == nil:
-			return false, 0, nil
-		case !isSyntaxError(err):
-			return false, 0, err
 		}
-		s.noSetGet.Store(true)
 	}
 	n, err := s.run(ctx, acquireScript, []string{key}, token, ms(ttl)).AsInt64()
 	return n == 1, 0, err
+}
+
+// errNoSetGet is setNXGet's answer on a server that rejects SET ... NX GET
+// (before Redis 7.0); noSetGet is then set, and the caller runs a script.
+var errNoSetGet = errors.New("rueidisstore: SET ... NX GET is not supported")
+
+// setNXGet sends SET key token NX PX ttl GET and reads the value the key
+// had: none, the key is ours; our own token (a re-sent attempt), ours too
+// once a compare-and-extend has reset its TTL (one more round trip, on this
+// rare path only, as the scripts do); the marker of shares
+// (redisscript.MarkerPrefix), shared, and nothing was written.
+func (s *Store) setNXGet(ctx context.Context, key, token string, ttl time.Duration) (ok, shared bool, err error) {
+	old, err := s.client.Do(ctx, s.client.B().Set().Key(key).Value(token).Nx().Get().PxMilliseconds(ttl.Milliseconds()).Build()).ToString()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return true, false, nil
+	case err == nil && old == token:
+		ok, _, err := s.extend(ctx, key, token, ttl, false)
+		return ok, false, err
+	case err == nil:
+		return false, strings.HasPrefix(old, redisscript.MarkerPrefix), nil
+	case !isSyntaxError(err):
+		return false, false, err
+	}
+	s.noSetGet.Store(true)
+	return false, false, errNoSetGet
+}
+
+// TryAcquireHeld is TryAcquire for a later exclusive attempt of an Acquire
+// (core.HeldAcquirer): one native SET key token NX PX ttl GET, which also
+// tells shares apart (the key holds their marker; nothing is written):
+// shared. A fenced attempt, and any on a server before Redis 7.0, runs
+// acquire_held.lua (the same, with the fence drawn in the same step). No
+// waiting writer's record is written or cleared. A failed attempt is undone
+// as TryAcquire's are.
+func (s *Store) TryAcquireHeld(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, bool, int64, error) {
+	sent := time.Now()
+	ok, shared, fence, err := s.tryAcquireHeld(ctx, key, token, ttl, fenced)
+	if err != nil {
+		if mayHaveApplied(err) {
+			s.Undo(ctx, key, token, ttl, sent)
+		}
+		return false, false, 0, fmt.Errorf("rueidisstore: acquire %s: %w", key, err)
+	}
+	return ok, shared, fence, nil
+}
+
+func (s *Store) tryAcquireHeld(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, bool, int64, error) {
+	if !fenced && !s.noSetGet.Load() {
+		ok, shared, err := s.setNXGet(ctx, key, token, ttl)
+		if !errors.Is(err, errNoSetGet) {
+			return ok, shared, 0, err
+		}
+	}
+	n, err := s.run(ctx, acquireHeldScript, []string{key, redisscript.FenceKey(key)}, token, ms(ttl), redisscript.Flag(fenced), ms(ttl+redisscript.FenceGrace)).AsInt64()
+	switch {
+	case err != nil:
+		return false, false, 0, err
+	case n == -1:
+		return false, true, 0, nil
+	case n <= 0:
+		return false, false, 0, nil
+	case fenced:
+		return true, false, n, nil
+	}
+	return true, false, 0, nil
 }
 
 // isSyntaxError reports the server's rejection of a command's options.
