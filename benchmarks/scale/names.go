@@ -41,7 +41,10 @@ type Cycles struct {
 	ReleaseErrors int64
 	Overlaps      int64 // critical sections that found another inside, on the same name
 	Wall          time.Duration
-	Errors        []string // the first few distinct errors
+	// ClientCPU is the CPU time (user and system) of the processes that
+	// ran the contenders, over the run: the clients' cost beside Redis's.
+	ClientCPU time.Duration
+	Errors    []string // the first few distinct errors
 }
 
 // PerSecond is the run's lock cycles per second.

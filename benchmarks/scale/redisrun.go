@@ -211,7 +211,9 @@ func namesHere(ctx context.Context, t *Target, v Variant, load Load, shape Shape
 		return nil, closeAll, err
 	}
 	return func() (Cycles, map[string]int64, error) {
+		cpu := processCPU()
 		c := runLoad(ctx, locks, load, "n:", 0)
+		c.ClientCPU = processCPU() - cpu // this process's: the runner's too
 		var guard map[string]int64
 		for _, l := range locks {
 			if r, ok := l.(*reqLock); ok {
@@ -260,6 +262,7 @@ func namesInProcs(ctx context.Context, t *Target, v Variant, load Load, shape Sh
 			c.Failed += r.Cycles.Failed
 			c.ReleaseErrors += r.Cycles.ReleaseErrors
 			c.Overlaps += r.Cycles.Overlaps
+			c.ClientCPU += r.Cycles.ClientCPU
 			for _, e := range r.Cycles.Errors {
 				errs.note(errors.New(e))
 			}

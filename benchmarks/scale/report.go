@@ -66,6 +66,14 @@ func (n NamesResult) CPUPerCycle() time.Duration {
 	return time.Duration(sum(n.NetCPU()) / float64(n.Cycles.Total) * 1e9)
 }
 
+// ClientCPUPerCycle is the contenders' processes' CPU per lock cycle.
+func (n NamesResult) ClientCPUPerCycle() time.Duration {
+	if n.Cycles.Total == 0 {
+		return 0
+	}
+	return n.Cycles.ClientCPU / time.Duration(n.Cycles.Total)
+}
+
 func sum(v []float64) float64 {
 	var s float64
 	for _, x := range v {
@@ -201,7 +209,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if len(single) > 0 {
 		l := p.Load
 		fmt.Fprintf(b, "## Many names\n\n%d %s × %d goroutines over %d names, uniform and Zipf (s = %g, math/rand/v2), critical section %v, wait budget %v, TTL %v, sleep %v–%v while a name is held; %v per run, on one redis-server over loopback. ", l.Lockers, r.who(), l.Goroutines, l.Names, p.ZipfS, l.Hold, p.Shape.Wait, p.Shape.TTL, p.Shape.SpinMin, p.Shape.SpinMin+p.Shape.SpinRandom, l.For)
-		fmt.Fprintf(b, "The floor sends SET NX PX and the compare-and-delete script by hand and retries after the same sleep while the name is held. Redis CPU: user + system seconds of INFO cpu over the run, less the server's CPU at rest (measured just before the run, over a fifth of its length, up to 1 s) over the same time; commandstats µs counts a script's inner commands twice (they are counted under their own name too).\n\n")
+		fmt.Fprintf(b, "The floor sends SET NX PX and the compare-and-delete script by hand and retries after the same sleep while the name is held. Redis CPU: user + system seconds of INFO cpu over the run, less the server's CPU at rest (measured just before the run, over a fifth of its length, up to 1 s) over the same time. Client CPU: user + system time of the processes that ran the contenders over the run (getrusage), their clients' and the harness's work. commandstats µs counts a script's inner commands twice (they are counted under their own name too).\n\n")
 		b.WriteString(r.namesTable(single))
 		b.WriteString("\n")
 	}
@@ -298,7 +306,7 @@ func (r *Report) namesOf(target string) []NamesResult {
 
 func (r *Report) namesTable(rows []NamesResult) string {
 	b := &strings.Builder{}
-	fmt.Fprintf(b, "| distribution | implementation | cycles | failed | overlaps | cycles/s | ÷ floor | target | lock commands / cycle | Redis CPU / cycle | Redis CPU at rest | commandstats µs / cycle | guard |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(b, "| distribution | implementation | cycles | failed | overlaps | cycles/s | ÷ floor | target | lock commands / cycle | Redis CPU / cycle | client CPU / cycle | Redis CPU at rest | commandstats µs / cycle | guard |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for _, n := range rows {
 		q, ok := r.FloorRatio(n)
 		target := "–"
@@ -311,8 +319,8 @@ func (r *Report) namesTable(rows []NamesResult) string {
 		}
 		s := n.Server()
 		per := func(v float64) float64 { return v / float64(max(n.Cycles.Total, 1)) }
-		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %.0f | %.2f× | %s | %.2f | %s | %.1f %% of a core | %.1f | %s |\n", n.Dist, n.Variant, n.Cycles.Total, n.Cycles.Failed, n.Cycles.Overlaps, n.Cycles.PerSecond(), q, target,
-			per(float64(s.totalCalls())), us(n.CPUPerCycle()), sum(n.IdleCPU)*100, per(float64(s.totalUsec())), counters(n.Guard))
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %.0f | %.2f× | %s | %.2f | %s | %s | %.1f %% of a core | %.1f | %s |\n", n.Dist, n.Variant, n.Cycles.Total, n.Cycles.Failed, n.Cycles.Overlaps, n.Cycles.PerSecond(), q, target,
+			per(float64(s.totalCalls())), us(n.CPUPerCycle()), us(n.ClientCPUPerCycle()), sum(n.IdleCPU)*100, per(float64(s.totalUsec())), counters(n.Guard))
 	}
 	return b.String()
 }

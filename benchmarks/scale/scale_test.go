@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,9 @@ func checkNames(t *testing.T, rep *Report, n NamesResult, primaries int) {
 	}
 	if c.Failed != 0 || c.Overlaps != 0 || c.ReleaseErrors != 0 {
 		t.Errorf("%s: %d failed, %d overlaps, %d release errors: %v", what, c.Failed, c.Overlaps, c.ReleaseErrors, c.Errors)
+	}
+	if processCPU() > 0 && (c.ClientCPU <= 0 || c.ClientCPU > time.Duration(len(c.PerLocker)+1)*c.Wall*time.Duration(max(runtime.NumCPU(), 1))) {
+		t.Errorf("%s: client CPU %v over %v on %d cores", what, c.ClientCPU, c.Wall, runtime.NumCPU())
 	}
 	if len(n.Primaries) != primaries || len(n.IdleCPU) != primaries {
 		t.Errorf("%s: %d primaries' statistics and %d idle CPUs, want %d", what, len(n.Primaries), len(n.IdleCPU), primaries)

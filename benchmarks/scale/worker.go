@@ -116,7 +116,9 @@ func runWorker(spec string, in io.Reader, out io.Writer) (err error) {
 	var r workerReport
 	switch j.Kind {
 	case jobNames:
+		cpu := processCPU()
 		r.Cycles = runLoad(ctx, locks, j.Load, "n:", j.Index)
+		r.Cycles.ClientCPU = processCPU() - cpu
 	case jobHandover:
 		c := contend(ctx, locks, critical, j.Contention, j.Index)
 		r.Attempts, r.Failed, r.Overlaps, r.Errors = c.attempts, c.failed, c.overlaps, c.errs
