@@ -448,7 +448,9 @@ func detach(ctx context.Context) context.Context {
 
 // tryAcquire is one attempt of spin in the store, each store call bounded
 // by the I/O timeout; first is set for the first attempt of an Acquire,
-// which expects the name to be free (see FreeAcquirer). A share is taken
+// which expects the name to be free (see FreeAcquirer), unless the Acquire
+// has no wait budget: its one attempt is then a TryAcquire, whose answer
+// to a held name takes one round trip where TryAcquireFree may take two. A share is taken
 // through the Sharer. An exclusive attempt after a failed one goes through
 // TryAcquireWaiting on a Sharer, so that new shares wait behind it (writers
 // do not starve); on a Sharer that is a HeldAcquirer, through
@@ -465,7 +467,7 @@ func (l *Locker) tryAcquire(ctx context.Context, req *AcquireCall, token string,
 	if req.Mode != ModeExclusive {
 		return l.sharer.TryAcquireShare(ioCtx, req.Key, token, req.TTL, Hold{N: req.Permits}, l.cfg.fencing)
 	}
-	if s, ok := l.store.(FreeAcquirer); ok && first {
+	if s, ok := l.store.(FreeAcquirer); ok && first && req.Deadline.After(req.Start) {
 		ok, fence, err = s.TryAcquireFree(ioCtx, req.Key, token, req.TTL, l.cfg.fencing)
 		return ok, 0, fence, err
 	}

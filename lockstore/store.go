@@ -107,9 +107,11 @@ type TTLRounder interface {
 
 // FreeAcquirer is the optional capability of a Store whose attempts can
 // take a command shaped for the outcome they expect. The Locker's first
-// attempt of an Acquire expects a free name, and calls TryAcquireFree
-// instead of TryAcquire; later attempts expect a held one. TryAcquireFree
-// has TryAcquire's contract whole; only its cost may differ.
+// attempt of an Acquire with a wait budget expects a free name, and calls
+// TryAcquireFree instead of TryAcquire; later attempts expect a held one,
+// and an Acquire without a wait budget makes one TryAcquire. TryAcquireFree
+// has TryAcquire's contract whole; only its cost may differ (the Redis
+// store: cheaper for a free name, a second round trip for a held one).
 type FreeAcquirer interface {
 	TryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (ok bool, fence int64, err error)
 }

@@ -64,12 +64,12 @@ func TestSmallRun(t *testing.T) {
 	// The round trips the clients counted are the commands Redis executed:
 	// top-level SETs and scripts, and the subscription commands; the peers
 	// that SET inside a script, and the fair queue, send nothing but
-	// scripts. reqlock sends both: the first attempt of an acquire is a
-	// script with one SET inside (acquire.lua), later attempts are native
-	// SET NX GET (TryAcquireHeld; acquire_waiting.lua only where shared
-	// holders hold the name, never here), and a release is a script that
-	// DELs the key it held; so its top-level SETs are its SETs less its
-	// scripts that were not releases. (rueidislock extends a lock held
+	// scripts. reqlock sends both: its attempts are native SETs (SET NX
+	// PX, then SET NX PX GET; a script with a SET inside, acquire.lua or
+	// acquire_waiting.lua, only on a server before Redis 7.0 or where
+	// shared holders hold the name, never here), and a release is a script
+	// that DELs the key it held; so its top-level SETs are its SETs less
+	// its scripts that were not releases. (rueidislock extends a lock held
 	// long, on a slow machine, with a script too: its PEXPIREAT runs inside
 	// that script.)
 	scripted := map[string]bool{"bsm/redislock": true, "rueidislock": true}

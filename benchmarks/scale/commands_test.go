@@ -91,53 +91,6 @@ func (a *attemptCounter) ObserveAcquire(_ context.Context, e core.AcquireEvent) 
 	return nil
 }
 
-// sketchLock is change 1 (and with native, change 2) of ANALYSIS.md, emulated on the Redis store for
-// names that shares never hold: the Locker's loop, with its later attempts
-// sent as the native SET NX PX GET (TryAcquire) instead of
-// acquire_waiting.lua. Only for counting commands: it has no shares,
-// hand-off, undo or watchdog.
-type sketchLock struct {
-	st    *redisstore.Store
-	shape Shape
-	ac    *attemptCounter
-	// native sends the first attempt as SET NX PX GET too (change 2).
-	native bool
-}
-
-func (s *sketchLock) Acquire(ctx context.Context, name string) (func(context.Context) error, error) {
-	key := handLockKey(name)
-	deadline := time.Now().Add(s.shape.Wait)
-	for first := true; ; first = false {
-		token := fmt.Sprintf("%d", time.Now().UnixNano())
-		s.ac.attempts.Add(1)
-		var ok bool
-		var err error
-		if first && !s.native {
-			ok, _, err = s.st.TryAcquireFree(ctx, key, token, s.shape.TTL, false)
-		} else {
-			ok, _, err = s.st.TryAcquire(ctx, key, token, s.shape.TTL, false)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return func(ctx context.Context) error {
-				held, err := s.st.Release(ctx, key, token)
-				if err == nil && !held {
-					err = fmt.Errorf("sketch: %s not held", name)
-				}
-				return err
-			}, nil
-		}
-		if time.Until(deadline) <= 0 {
-			return nil, errBusy
-		}
-		time.Sleep(min(s.shape.spin(), time.Until(deadline)))
-	}
-}
-
-func (s *sketchLock) Close() error { return s.st.Close() }
-
 func TestCommandMix(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
@@ -169,8 +122,8 @@ func TestCommandMix(t *testing.T) {
 		{"floor: SET NX PX", false, func(k string) error { _, err := setNX(ctx, c, k, "T", time.Minute); return err }},
 		{"floor: SET NX PX", true, func(k string) error { _, err := setNX(ctx, c, k, "T", time.Minute); return err }},
 		{"floor: compare-and-delete", false, func(k string) error { return handRelease(ctx, c, k, "T") }},
-		{"TryAcquireFree (acquire.lua)", false, func(k string) error { _, _, err := st.TryAcquireFree(ctx, k, "T", time.Minute, false); return err }},
-		{"TryAcquireFree (acquire.lua)", true, func(k string) error { _, _, err := st.TryAcquireFree(ctx, k, "T", time.Minute, false); return err }},
+		{"TryAcquireFree (SET NX PX; if held, + GET)", false, func(k string) error { _, _, err := st.TryAcquireFree(ctx, k, "T", time.Minute, false); return err }},
+		{"TryAcquireFree (SET NX PX; if held, + GET)", true, func(k string) error { _, _, err := st.TryAcquireFree(ctx, k, "T", time.Minute, false); return err }},
 		{"TryAcquire (SET NX PX GET)", false, func(k string) error { _, _, err := st.TryAcquire(ctx, k, "T", time.Minute, false); return err }},
 		{"TryAcquire (SET NX PX GET)", true, func(k string) error { _, _, err := st.TryAcquire(ctx, k, "T", time.Minute, false); return err }},
 		{"TryAcquireWaiting (acquire_waiting.lua)", false, func(k string) error {
@@ -181,7 +134,7 @@ func TestCommandMix(t *testing.T) {
 			_, _, err := st.TryAcquireWaiting(ctx, k, "T", time.Minute, time.Second, false)
 			return err
 		}},
-		{"Release (release.lua)", false, func(k string) error { _, err := st.Release(ctx, k, "T"); return err }},
+		{"Release (release_unqueued.lua)", false, func(k string) error { _, err := st.Release(ctx, k, "T"); return err }},
 		{"TryAcquireFree fenced (acquire_fenced.lua)", false, func(k string) error { _, _, err := st.TryAcquireFree(ctx, k, "T", time.Minute, true); return err }},
 	}
 	t.Logf("store calls, commands per call (INFO commandstats; µs per call):")
@@ -210,7 +163,7 @@ func TestCommandMix(t *testing.T) {
 		t.Logf("  %-45s %s  %s  [%s]", cl.name, state, m, m.usecPerCall())
 	}
 	// Client allocations per call (testing.AllocsPerRun, fresh keys): the
-	// trade-off behind acquire.lua on the first attempt.
+	// why the first attempt sends SET NX PX without GET.
 	t.Logf("client allocations per store call:")
 	var seq atomic.Int64
 	for _, cl := range calls {
@@ -285,14 +238,6 @@ func TestCommandMix(t *testing.T) {
 		{"reqlock+hotspot+handoff3", reqWith(nil, hotspot.WithCapacity(1000), hotspot.WithHandoff(3))},
 		{"reqlock WithNotify", reqWith([]core.Option{core.WithNotify()})},
 		{"reqlock WithFencing", reqWith([]core.Option{core.WithFencing()})},
-		{"sketch of change 1", func(rc redis.UniversalClient) (Lock, *attemptCounter, error) {
-			ac := new(attemptCounter)
-			return &sketchLock{st: redisstore.New(rc), shape: shape, ac: ac}, ac, nil
-		}},
-		{"sketch of changes 1+2", func(rc redis.UniversalClient) (Lock, *attemptCounter, error) {
-			ac := new(attemptCounter)
-			return &sketchLock{st: redisstore.New(rc), shape: shape, ac: ac, native: true}, ac, nil
-		}},
 		{"bsm/redislock", fromVariant("bsm/redislock")},
 		{"go-redsync/redsync", fromVariant("go-redsync/redsync")},
 	}

@@ -25,6 +25,8 @@ var (
 	acquire string
 	//go:embed acquire_fenced.lua
 	acquireFenced string
+	//go:embed release_unqueued.lua
+	releaseUnqueued string
 	//go:embed release.lua
 	release string
 	//go:embed extend.lua
@@ -61,7 +63,7 @@ var (
 var (
 	Acquire       = acquire
 	AcquireFenced = fenceLib + acquireFenced
-	Release       = fenceLib + queueLib + release
+	Release       = releaseUnqueued + fenceLib + queueLib + release
 	Extend        = extend
 	ExtendFenced  = fenceLib + extendFenced
 	FenceFloor    = fenceFloor

@@ -12,6 +12,8 @@
 -- Returns 1 when the key was ours and is deleted (or granted on), 0 when it
 -- was not ours (expired, or taken by another holder, whose key is left
 -- untouched).
+-- release_unqueued.lua runs first and answers alone while the name has no
+-- queue; this part runs for a name that has one.
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
   if redis.call("EXISTS", KEYS[3]) == 1 then
     drop(ARGV[1])

@@ -231,9 +231,9 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 }
 
 // TryAcquireFree is TryAcquire for an attempt that expects a free name
-// (lockstore.FreeAcquirer): acquire.lua, which answers an integer either
-// way, in place of SET ... NX GET, whose nil reply for a free name go-redis
-// turns into an error at the cost of some twenty allocations.
+// (lockstore.FreeAcquirer): a native SET key token NX PX ttl, which answers
+// a free name with OK (cheap to read), then, only if that found the name
+// held, SET ... NX GET as TryAcquire sends it (see tryAcquire).
 func (s *Store) TryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	return s.attempt(ctx, key, token, ttl, fenced, true)
 }
@@ -270,26 +270,35 @@ func (s *Store) attempt(ctx context.Context, key, token string, ttl time.Duratio
 // and draws the next fence: the larger of the name's counter + 1 and the
 // server's clock in microseconds (Redis 5.0 or later).
 //
-// With free (the first attempt of an Acquire, see TryAcquireFree) it runs
-// acquire.lua: SET ... NX GET answers a free name with a nil reply, which
-// go-redis turns into an error (redis.Nil) and classifies on its error path
-// (whether to retry, whether the connection is bad) at the cost of some
-// twenty allocations, more than the rest of an uncontended acquire and
-// release. The script does the same as the native command, re-sent
-// attempts included, in the same one round trip, for about 5 µs more of
-// Redis's CPU (about 6 µs against 1.3 µs per call on Redis 7.0); later
-// attempts, which expect a held name, stay native (SET ... NX GET answers a
-// held name with the holder's token, which costs nothing to classify). A
-// core.Locker sends its later attempts through TryAcquireHeld (the same
-// native command, which also tells shares apart), and once shares held the
-// name, through TryAcquireWaiting (acquire_waiting.lua: the same SET, and
-// the waiting writer's record), one round trip each.
+// With free (the first attempt of an Acquire, see TryAcquireFree) it
+// sends SET key token NX PX ttl first, without GET: SET ... NX GET answers
+// a free name with a nil reply, which go-redis turns into an error
+// (redis.Nil) and classifies on its error path (whether to retry, whether
+// the connection is bad) at the cost of some twenty allocations, more than
+// the rest of an uncontended acquire and release, while SET ... NX answers
+// it with OK. A nil reply to that (the name is held) may be this very
+// attempt's re-sent transmission, whose first reply was lost: the attempt
+// then asks again with GET, which recognises its own token, in a second
+// round trip that only an attempt meeting a held name pays. (This used to
+// be acquire.lua, one round trip either way but a script: 2 to 3 µs more
+// of Redis's CPU on every uncontended acquire, the resource every instance
+// shares.) A core.Locker sends its later attempts through TryAcquireHeld
+// (the same native command with GET, which also tells shares apart), and
+// once shares held the name, through TryAcquireWaiting
+// (acquire_waiting.lua: the same SET, and the waiting writer's record),
+// one round trip each.
 func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced, free bool) (bool, int64, error) {
 	if fenced {
 		fence, err := s.run(ctx, acquireFencedScript, []string{key, fenceKey(key)}, token, ttl.Milliseconds(), (ttl + fenceGrace).Milliseconds()).Int64()
 		return err == nil && fence > 0, fence, err
 	}
-	if !free && !s.noSetGet.Load() {
+	if free {
+		ok, err := s.setNX(ctx, key, token, ttl)
+		if ok || err != nil {
+			return ok, 0, err
+		}
+	}
+	if !s.noSetGet.Load() {
 		ok, _, err := s.setNXGet(ctx, key, token, ttl)
 		if !errors.Is(err, errNoSetGet) {
 			return ok, 0, err
@@ -301,6 +310,38 @@ func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	a.putInt(ttl.Milliseconds())
 	n, err := call(ctx, s, acquireScript, a, redis.NewCmd).Int64()
 	return n == 1, 0, err
+}
+
+// setNX sends SET key token NX PX ttl, one native command: true when the
+// key is now ours, false when it was held (by another holder, or by this
+// token if a lost reply made the client send it again).
+func (s *Store) setNX(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	cmd := redis.NewStatusCmd(ctx, setArgs(key, token, ttl, false).list...)
+	_ = s.client.Process(ctx, cmd)
+	switch err := cmd.Err(); err {
+	case nil:
+		return true, nil
+	case redis.Nil:
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// setArgs are the arguments of SET key token PX ttl NX, and GET with get.
+func setArgs(key, token string, ttl time.Duration, get bool) *cmdArgs {
+	a := newCmdArgs(7, 3, len(key)+len(token)+decLen(ttl.Milliseconds()))
+	a.add("set")
+	a.put(key)
+	a.put(token)
+	a.add("px")
+	a.putInt(ttl.Milliseconds())
+	if get {
+		a.add("nx", "get")
+	} else {
+		a.add("nx")
+	}
+	return a
 }
 
 // errNoSetGet is setNXGet's answer on a server that rejects SET ... NX GET
@@ -317,14 +358,7 @@ var errNoSetGet = errors.New("redisstore: SET ... NX GET is not supported")
 // (redisscript.MarkerPrefix) means shares hold it: shared, and the
 // command wrote nothing.
 func (s *Store) setNXGet(ctx context.Context, key, token string, ttl time.Duration) (ok, shared bool, err error) {
-	a := newCmdArgs(7, 3, len(key)+len(token)+decLen(ttl.Milliseconds()))
-	a.add("set")
-	a.put(key)
-	a.put(token)
-	a.add("px")
-	a.putInt(ttl.Milliseconds())
-	a.add("nx", "get")
-	cmd := redis.NewStringCmd(ctx, a.list...)
+	cmd := redis.NewStringCmd(ctx, setArgs(key, token, ttl, true).list...)
 	_ = s.client.Process(ctx, cmd)
 	old, err := cmd.Result()
 	switch {
