@@ -59,6 +59,7 @@ type Lease struct {
 	// then on: the lease counts on no longer a TTL from any later extend.
 	unsureTTL time.Duration
 	done      chan struct{} // made on the first call of Done
+	after     *afterDone    // AfterDone's functions, a list started when done closes
 	expiry    *time.Timer   // closes done when validUntil passes
 	watch     *watchdog     // renews the hold (WithWatchdog); nil otherwise
 	// want is the TTL a lease granted for less (WithFair: a grant lasts the
@@ -311,6 +312,82 @@ func (l *Lease) Done() <-chan struct{} {
 	return l.done
 }
 
+// AfterDone arranges to call f in its own goroutine once Done closes (the
+// lease released or lost), as context.AfterFunc does for a context: nothing
+// waits meanwhile, where a goroutine blocked on Done would cost each
+// request a goroutine, and its release the scheduling of it. Adapters
+// cancel the request's context with it. The returned stop function
+// deregisters f; it reports whether it did so before f was started (false
+// once f has been started, or when stop was called before).
+func (l *Lease) AfterDone(f func()) (stop func() bool) {
+	if l.parts != nil {
+		return afterChan(l.allDone(), f)
+	}
+	l = l.outer()
+	done := l.Done() // arms the expiry timer, or finds the lease over
+	a := &afterDone{f: f, lease: l}
+	l.mu.Lock()
+	select {
+	case <-done:
+		l.mu.Unlock()
+		go f()
+		return a.never
+	default:
+	}
+	a.next, l.after = l.after, a
+	l.mu.Unlock()
+	return a.stop
+}
+
+// afterDone is a function of AfterDone, in its lease's list.
+type afterDone struct {
+	f     func()
+	lease *Lease
+	next  *afterDone
+}
+
+// stop takes a out of its lease's list, if it is still there.
+func (a *afterDone) stop() bool {
+	l := a.lease
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := &l.after; *p != nil; p = &(*p).next {
+		if *p == a {
+			*p = a.next
+			return true
+		}
+	}
+	return false
+}
+
+// never is the stop function of a function started at once.
+func (*afterDone) never() bool { return false }
+
+// afterChan is AfterDone for a channel that no lease closes itself (a
+// lease of AcquireAll, whose Done merges its parts'): a goroutine waits.
+func afterChan(done <-chan struct{}, f func()) (stop func() bool) {
+	stopped := make(chan struct{})
+	var once sync.Once
+	started := make(chan bool, 1)
+	go func() {
+		select {
+		case <-done:
+			started <- true
+			f()
+		case <-stopped:
+			started <- false
+		}
+	}()
+	return func() bool {
+		ran := false
+		once.Do(func() {
+			close(stopped)
+			ran = !<-started
+		})
+		return ran
+	}
+}
+
 // expire runs when validUntil passes, unless an Extend moved it meanwhile.
 func (l *Lease) expire() {
 	l.mu.Lock()
@@ -335,6 +412,10 @@ func (l *Lease) closeDoneLocked() {
 			close(l.done)
 		}
 	}
+	for a := l.after; a != nil; a = a.next {
+		go a.f()
+	}
+	l.after = nil
 }
 
 // Lost reports whether the lease lost its lock before it was released or

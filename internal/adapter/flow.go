@@ -431,12 +431,13 @@ func Hold(ctx context.Context, lease *core.Lease) (context.Context, func()) {
 }
 
 // hold is Hold, with the watch in the context itself: the Flow calls its
-// stop method, which costs no closure and no channel of its own.
+// stop method, which costs no closure and no channel of its own. The watch
+// is the lease's AfterDone: no goroutine waits while the request runs.
 func hold(ctx context.Context, lease *core.Lease) *heldContext {
 	ctx, cancel := context.WithCancelCause(core.ContextWithLease(ctx, lease))
 	held := &heldContext{Context: ctx, lease: lease, cancel: cancel}
 	held.watching.Add(1)
-	go held.watch()
+	held.unwatch = lease.AfterDone(held.lost)
 	return held
 }
 
@@ -445,23 +446,25 @@ type heldContext struct {
 	context.Context // the cancel-cause context that the watch cancels
 	lease           *core.Lease
 	cancel          context.CancelCauseFunc
-	watching        sync.WaitGroup // the watch's goroutine, until it ends
+	unwatch         func() bool    // the lease's AfterDone stop
+	watching        sync.WaitGroup // until the watch is stopped or has run
 }
 
-// watch cancels the context with cause ErrLost when the lease's Done
-// closes, until the context is cancelled (stop), as Watch does.
-func (c *heldContext) watch() {
+// lost runs when the lease's Done closes, unless stop came first: it
+// cancels the context with cause ErrLost, as Watch does.
+func (c *heldContext) lost() {
 	defer c.watching.Done()
-	select {
-	case <-c.lease.Done():
+	if c.Context.Err() == nil {
 		c.cancel(ErrLost)
-	case <-c.Context.Done():
 	}
 }
 
 // stop cancels the context and returns once the watch has ended, as the
 // function of Watch does.
 func (c *heldContext) stop() {
+	if c.unwatch() {
+		c.watching.Done() // lost will not run
+	}
 	c.cancel(context.Canceled)
 	c.watching.Wait()
 }
@@ -510,19 +513,22 @@ func CancelIfLost(lease *core.Lease, cancel context.CancelCauseFunc) bool {
 
 // Watch cancels ctx with cause ErrLost when lease.Done closes, until the
 // returned function is called; that function cancels ctx and returns once the
-// watch has ended.
+// watch has ended. It waits with the lease's AfterDone: no goroutine waits
+// while the call runs.
 func Watch(ctx context.Context, lease *core.Lease, cancel context.CancelCauseFunc) (stop func()) {
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		select {
-		case <-lease.Done():
+	var ran sync.WaitGroup
+	ran.Add(1)
+	unwatch := lease.AfterDone(func() {
+		defer ran.Done()
+		if ctx.Err() == nil {
 			cancel(ErrLost)
-		case <-ctx.Done():
 		}
-	}()
+	})
 	return func() {
+		if unwatch() {
+			ran.Done()
+		}
 		cancel(context.Canceled)
-		<-exited
+		ran.Wait()
 	}
 }
