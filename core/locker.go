@@ -367,22 +367,36 @@ func (l *Locker) spin(ctx context.Context, req *AcquireCall) (*Lease, error) {
 	var timer *time.Timer
 	var wake <-chan struct{} // WithNotify: the release notices of req.Key
 	var waiting bool         // an attempt saw shares: TryAcquireWaiting from then on (see tryAcquire)
+	// again is the token of a first attempt that TryAcquireFree answered
+	// busy, which may hold the name all the same (a re-sent transmission,
+	// see FreeAcquirer): the next attempt sends it again, and an Acquire
+	// that ends before then releases it.
+	var again string
 	stop := func() {}
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 		stop()
+		if again != "" {
+			l.forget(ctx, req, again)
+		}
 	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		req.Attempts++
-		// A token of its own per attempt: the clean-up of a failed attempt
-		// that a store leaves to the background cannot touch a later one.
-		token := l.newToken(req) // 128 random bits from crypto/rand, and the holder
+		// A token of its own per attempt (but after a busy TryAcquireFree):
+		// the clean-up of a failed attempt that a store leaves to the
+		// background cannot touch a later one.
+		token := again
+		if token == "" {
+			token = l.newToken(req) // 128 random bits from crypto/rand, and the holder
+		}
+		again = ""
 		sent := time.Now()
+		free := l.freeAttempt(req, timer == nil)
 		ok, slot, fence, err := l.tryAcquire(ctx, req, token, timer == nil, &waiting) // no timer: no failed attempt yet
 		if err != nil {
 			if cerr := callerErr(ctx); cerr != nil {
@@ -396,6 +410,9 @@ func (l *Locker) spin(ctx context.Context, req *AcquireCall) (*Lease, error) {
 		if ok {
 			ttl := l.heldFor(req.TTL)
 			return l.newLease(req.Name, req.Key, token, fence, ttl, validity(sent, ttl), hold{req.Mode, req.Permits, slot}), nil
+		}
+		if free {
+			again = token
 		}
 		left := time.Until(req.Deadline)
 		if left <= 0 {
@@ -467,8 +484,8 @@ func (l *Locker) tryAcquire(ctx context.Context, req *AcquireCall, token string,
 	if req.Mode != ModeExclusive {
 		return l.sharer.TryAcquireShare(ioCtx, req.Key, token, req.TTL, Hold{N: req.Permits}, l.cfg.fencing)
 	}
-	if s, ok := l.store.(FreeAcquirer); ok && first && req.Deadline.After(req.Start) {
-		ok, fence, err = s.TryAcquireFree(ioCtx, req.Key, token, req.TTL, l.cfg.fencing)
+	if l.freeAttempt(req, first) {
+		ok, fence, err = l.store.(FreeAcquirer).TryAcquireFree(ioCtx, req.Key, token, req.TTL, l.cfg.fencing)
 		return ok, 0, fence, err
 	}
 	if l.sharer != nil && !first {
@@ -487,6 +504,24 @@ func (l *Locker) tryAcquire(ctx context.Context, req *AcquireCall, token string,
 	}
 	ok, fence, err = l.store.TryAcquire(ioCtx, req.Key, token, req.TTL, l.cfg.fencing)
 	return ok, 0, fence, err
+}
+
+// freeAttempt reports whether an attempt of req is a TryAcquireFree: the
+// first exclusive attempt of an Acquire with a wait budget, on a
+// FreeAcquirer.
+func (l *Locker) freeAttempt(req *AcquireCall, first bool) bool {
+	_, ok := l.store.(FreeAcquirer)
+	return ok && first && req.Mode == ModeExclusive && req.Deadline.After(req.Start)
+}
+
+// forget releases the token of a busy TryAcquireFree that no later attempt
+// sent again (the Acquire ended first): once, a compare-and-delete within
+// the I/O timeout, in case a re-sent transmission took the name with it
+// (see FreeAcquirer). It removes nothing another token holds.
+func (l *Locker) forget(ctx context.Context, req *AcquireCall, token string) {
+	ioCtx, cancel := context.WithTimeout(detach(ctx), l.cfg.ioTimeout)
+	defer cancel()
+	_, _ = l.store.Release(ioCtx, req.Key, token)
 }
 
 // callerErr returns the caller's context error: ctx's error, or

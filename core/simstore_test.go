@@ -1069,10 +1069,25 @@ func (v *simView) TryAcquire(ctx context.Context, key, token string, ttl time.Du
 	return r.ok, r.fence, nil
 }
 
-// TryAcquireFree is TryAcquire (core.FreeAcquirer): the Locker's first
-// attempt of an Acquire comes this way.
+// TryAcquireFree is TryAcquire (core.FreeAcquirer), the Locker's first
+// attempt of an Acquire with a wait budget, but for one attempt in eight
+// (by its token), which takes the name and reports false: the answer of a
+// re-sent transmission whose first reply was lost, which FreeAcquirer
+// allows (the Redis store's native SET NX PX gives it). The Locker's next
+// attempt must find the name its own, or its end release it.
 func (v *simView) TryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
-	return v.TryAcquire(ctx, key, token, ttl, fenced)
+	ok, fence, err := v.TryAcquire(ctx, key, token, ttl, fenced)
+	if ok && simResent(token) {
+		return false, 0, nil
+	}
+	return ok, fence, err
+}
+
+// simResent picks one token in eight, by its hash.
+func simResent(token string) bool {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(token))
+	return h.Sum32()%8 == 0
 }
 
 func (v *simView) Release(ctx context.Context, key, token string) (bool, error) {

@@ -109,9 +109,17 @@ type TTLRounder interface {
 // take a command shaped for the outcome they expect. The Locker's first
 // attempt of an Acquire with a wait budget expects a free name, and calls
 // TryAcquireFree instead of TryAcquire; later attempts expect a held one,
-// and an Acquire without a wait budget makes one TryAcquire. TryAcquireFree
-// has TryAcquire's contract whole; only its cost may differ (the Redis
-// store: cheaper for a free name, a second round trip for a held one).
+// and an Acquire without a wait budget makes one TryAcquire.
+//
+// TryAcquireFree has TryAcquire's contract but one point: it may report
+// false for a key that token itself holds, as when the client re-sent a
+// command whose first transmission took the key but whose reply was lost
+// (the Redis store: a native SET NX PX, which answers a held key without
+// saying whose token holds it). So the Locker sends its next attempt with
+// the same token, through TryAcquire or its variants, which count a key
+// their token holds as acquired; and if it makes no other attempt, it
+// releases the token once (compare-and-delete), so that a key the token
+// may hold is not left to its TTL.
 type FreeAcquirer interface {
 	TryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (ok bool, fence int64, err error)
 }

@@ -122,8 +122,8 @@ func TestCommandMix(t *testing.T) {
 		{"floor: SET NX PX", false, func(k string) error { _, err := setNX(ctx, c, k, "T", time.Minute); return err }},
 		{"floor: SET NX PX", true, func(k string) error { _, err := setNX(ctx, c, k, "T", time.Minute); return err }},
 		{"floor: compare-and-delete", false, func(k string) error { return handRelease(ctx, c, k, "T") }},
-		{"TryAcquireFree (SET NX PX; if held, + GET)", false, func(k string) error { _, _, err := st.TryAcquireFree(ctx, k, "T", time.Minute, false); return err }},
-		{"TryAcquireFree (SET NX PX; if held, + GET)", true, func(k string) error { _, _, err := st.TryAcquireFree(ctx, k, "T", time.Minute, false); return err }},
+		{"TryAcquireFree (SET NX PX)", false, func(k string) error { _, _, err := st.TryAcquireFree(ctx, k, "T", time.Minute, false); return err }},
+		{"TryAcquireFree (SET NX PX)", true, func(k string) error { _, _, err := st.TryAcquireFree(ctx, k, "T", time.Minute, false); return err }},
 		{"TryAcquire (SET NX PX GET)", false, func(k string) error { _, _, err := st.TryAcquire(ctx, k, "T", time.Minute, false); return err }},
 		{"TryAcquire (SET NX PX GET)", true, func(k string) error { _, _, err := st.TryAcquire(ctx, k, "T", time.Minute, false); return err }},
 		{"TryAcquireWaiting (acquire_waiting.lua)", false, func(k string) error {

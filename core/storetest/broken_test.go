@@ -411,6 +411,15 @@ func (s freeAcquireOverwrites) TryAcquireFree(ctx context.Context, key, token st
 	return true, 0, nil
 }
 
+// freeAcquireNeverTakes is a FreeAcquirer whose TryAcquireFree reports
+// false and takes nothing: its false is not the re-sent answer that
+// core.FreeAcquirer allows.
+type freeAcquireNeverTakes struct{ base }
+
+func (freeAcquireNeverTakes) TryAcquireFree(context.Context, string, string, time.Duration, bool) (bool, int64, error) {
+	return false, 0, nil
+}
+
 // sharing is the Redis store, a Sharer and a HeldAcquirer, whose
 // TryAcquireHeld a broken store below replaces.
 type sharing struct{ base }
@@ -579,6 +588,11 @@ var brokenCases = []brokenCase{
 		property: "FreeAcquireIsTryAcquire", store: "TryAcquireFree without NX",
 		wrap: func(b base) core.Store { return freeAcquireOverwrites{b} },
 		want: "which another token holds, reported true",
+	},
+	{
+		property: "FreeAcquireIsTryAcquire", store: "TryAcquireFree that takes nothing",
+		wrap: func(b base) core.Store { return freeAcquireNeverTakes{b} },
+		want: "reported false and left it free",
 	},
 	{
 		property: "HeldAcquireIsTryAcquire", store: "TryAcquireHeld without NX",

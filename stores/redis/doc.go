@@ -12,22 +12,22 @@
 //
 // # Commands
 //
-// Each call is one round trip (a first attempt that meets a held name:
-// two): an uncontended acquire and release take two.
+// Each call is one round trip: an uncontended acquire and release take two.
 //
 //   - Acquire is Redis's documented single-instance lock: SET key token NX PX
 //     ttl GET, one native command. GET returns the value the key had: none
 //     means the key is now ours, and the caller's own token means a re-sent
 //     attempt whose first reply was lost, ours too once its TTL is reset.
 //     Servers before Redis 7.0 reject NX with GET and run the same logic as
-//     acquire.lua. The first attempt of an Acquire, which expects a free
-//     name (FreeAcquirer), sends SET key token NX PX ttl without GET, whose
-//     OK costs nothing to read (go-redis reports a nil reply as an error,
-//     at the cost of some twenty allocations), and only if that finds the
-//     name held, the command with GET. A Locker's later attempts, which
-//     expect a held name, are the native command with GET again
-//     (HeldAcquirer), which also tells a key that shares hold (its value is
-//     their marker, and the SET wrote nothing); a fenced one runs
+//     acquire.lua. The first attempt of an Acquire with a wait budget, which
+//     expects a free name (FreeAcquirer), sends SET key token NX PX ttl
+//     without GET, whose OK costs nothing to read (go-redis reports a nil
+//     reply as an error, at the cost of some twenty allocations); its nil
+//     reply to a held name may be its own re-sent transmission, which the
+//     Locker's next attempt, with the same token, recognises. A Locker's
+//     later attempts, which expect a held name, are the native command with
+//     GET again (HeldAcquirer), which also tells a key that shares hold (its
+//     value is their marker, and the SET wrote nothing); a fenced one runs
 //     acquire_held.lua. Once shares held the name, the rest of that
 //     Acquire runs acquire_waiting.lua, which records the waiting writer.
 //   - Release is compare-and-delete (release_unqueued.lua, then

@@ -232,8 +232,10 @@ func (s *Store) TryAcquire(ctx context.Context, key, token string, ttl time.Dura
 
 // TryAcquireFree is TryAcquire for an attempt that expects a free name
 // (lockstore.FreeAcquirer): a native SET key token NX PX ttl, which answers
-// a free name with OK (cheap to read), then, only if that found the name
-// held, SET ... NX GET as TryAcquire sends it (see tryAcquire).
+// a free name with OK (cheap to read). Its answer to a held name does not
+// tell whose token holds it: a re-sent transmission of this very attempt
+// reports false, and the Locker's next attempt, with the same token, finds
+// it its own (see lockstore.FreeAcquirer).
 func (s *Store) TryAcquireFree(ctx context.Context, key, token string, ttl time.Duration, fenced bool) (bool, int64, error) {
 	return s.attempt(ctx, key, token, ttl, fenced, true)
 }
@@ -271,20 +273,19 @@ func (s *Store) attempt(ctx context.Context, key, token string, ttl time.Duratio
 // server's clock in microseconds (Redis 5.0 or later).
 //
 // With free (the first attempt of an Acquire, see TryAcquireFree) it
-// sends SET key token NX PX ttl first, without GET: SET ... NX GET answers
-// a free name with a nil reply, which go-redis turns into an error
-// (redis.Nil) and classifies on its error path (whether to retry, whether
-// the connection is bad) at the cost of some twenty allocations, more than
-// the rest of an uncontended acquire and release, while SET ... NX answers
-// it with OK. A nil reply to that (the name is held) may be this very
-// attempt's re-sent transmission, whose first reply was lost: the attempt
-// then asks again with GET, which recognises its own token, in a second
-// round trip that only an attempt meeting a held name pays. (This used to
-// be acquire.lua, one round trip either way but a script: 2 to 3 µs more
-// of Redis's CPU on every uncontended acquire, the resource every instance
-// shares.) A core.Locker sends its later attempts through TryAcquireHeld
-// (the same native command with GET, which also tells shares apart), and
-// once shares held the name, through TryAcquireWaiting
+// sends SET key token NX PX ttl, without GET: SET ... NX GET answers a free
+// name with a nil reply, which go-redis turns into an error (redis.Nil) and
+// classifies on its error path (whether to retry, whether the connection
+// is bad) at the cost of some twenty allocations, more than the rest of an
+// uncontended acquire and release, while SET ... NX answers it with OK. Its
+// nil reply to a held name may be this very attempt's re-sent
+// transmission, whose first reply was lost: the Locker sends its next
+// attempt with the same token, and SET ... NX GET recognises it. (This
+// used to be acquire.lua, one round trip either way but a script: 2 to 3
+// µs more of Redis's CPU on every uncontended acquire, the resource every
+// instance shares.) A core.Locker sends its later attempts through
+// TryAcquireHeld (the same native command with GET, which also tells
+// shares apart), and once shares held the name, through TryAcquireWaiting
 // (acquire_waiting.lua: the same SET, and the waiting writer's record),
 // one round trip each.
 func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Duration, fenced, free bool) (bool, int64, error) {
@@ -294,9 +295,7 @@ func (s *Store) tryAcquire(ctx context.Context, key, token string, ttl time.Dura
 	}
 	if free {
 		ok, err := s.setNX(ctx, key, token, ttl)
-		if ok || err != nil {
-			return ok, 0, err
-		}
+		return ok, 0, err
 	}
 	if !s.noSetGet.Load() {
 		ok, _, err := s.setNXGet(ctx, key, token, ttl)
