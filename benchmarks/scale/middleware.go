@@ -298,6 +298,9 @@ type MiddlewareResult struct {
 	NsOp   float64
 	Allocs int64 // per request
 	Bytes  int64 // per request
+	// Rounds are the time per request of each round, in the order run:
+	// the rounds of two benchmarks of one server ran side by side.
+	Rounds []float64
 }
 
 // Middleware runs every benchmark of the section once, with testing.Benchmark
@@ -336,6 +339,9 @@ func Middleware(addr string, rounds int) ([]MiddlewareResult, error) {
 	for i, bb := range benches {
 		r := medianRun(runs[i])
 		out[i] = MiddlewareResult{Server: bb.server, Impl: bb.impl, N: r.N, NsOp: float64(r.T.Nanoseconds()) / float64(r.N), Allocs: r.AllocsPerOp(), Bytes: r.AllocedBytesPerOp()}
+		for _, x := range runs[i] {
+			out[i].Rounds = append(out[i].Rounds, float64(x.T.Nanoseconds())/float64(x.N))
+		}
 	}
 	return out, nil
 }

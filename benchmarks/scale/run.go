@@ -45,7 +45,7 @@ var AllSections = []string{"middleware", "names", "memory", "cluster", "consensu
 func DefaultParams() Params {
 	return Params{
 		Sections:         AllSections,
-		MiddlewareRounds: 3,
+		MiddlewareRounds: 5,
 		Load:             Load{Lockers: 3, Goroutines: 64, Names: 10000, For: 10 * time.Second},
 		ZipfS:            1.1,
 		Shape:            Shape{TTL: 10 * time.Second, Wait: time.Second, SpinMin: 10 * time.Millisecond, SpinRandom: 10 * time.Millisecond},

@@ -268,3 +268,20 @@ func TestServerStats(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 }
+
+// The middleware ratio is the median of the ratios within each round, in
+// which locked and by hand ran side by side: a round on a slower machine
+// moves both.
+func TestMiddlewareRatioPairsRounds(t *testing.T) {
+	r := &Report{Middleware: []MiddlewareResult{
+		{Server: "gin", Impl: string(Locked), NsOp: 200, Rounds: []float64{110, 200, 330}},
+		{Server: "gin", Impl: string(ByHand), NsOp: 200, Rounds: []float64{100, 200, 300}},
+	}}
+	if q, ok := r.MiddlewareRatio("gin"); !ok || math.Abs(q-1.1) > 1e-9 {
+		t.Errorf("paired ratio %v, %v; want 1.1 (the medians alone give 1.0)", q, ok)
+	}
+	r.Middleware[0].Rounds = nil
+	if q, ok := r.MiddlewareRatio("gin"); !ok || q != 1 {
+		t.Errorf("ratio without rounds %v, %v; want the medians' 1", q, ok)
+	}
+}
