@@ -466,9 +466,10 @@ func detach(ctx context.Context) context.Context {
 // tryAcquire is one attempt of spin in the store, each store call bounded
 // by the I/O timeout; first is set for the first attempt of an Acquire,
 // which expects the name to be free (see FreeAcquirer), unless the Acquire
-// has no wait budget: its one attempt is then a TryAcquire, whose answer
-// to a held name takes one round trip where TryAcquireFree may take two. A share is taken
-// through the Sharer. An exclusive attempt after a failed one goes through
+// has no wait budget: its one attempt is then a TryAcquire, which counts a
+// re-sent transmission of its own as acquired where TryAcquireFree may
+// not (spin sends that token again, which a one-attempt Acquire cannot).
+// A share is taken through the Sharer. An exclusive attempt after a failed one goes through
 // TryAcquireWaiting on a Sharer, so that new shares wait behind it (writers
 // do not starve); on a Sharer that is a HeldAcquirer, through
 // TryAcquireHeld instead (one native command on Redis), until one reports
